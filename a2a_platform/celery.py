@@ -1,0 +1,12 @@
+"""The Celery application shared by workers and beat."""
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "a2a_platform.settings")
+
+app = Celery("a2a_platform")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,191 @@
+"""Settings, read from environment variables only (see docs/configuration.md).
+
+Every value has a default that suits the embedded profile (SQLite, filesystem broker,
+in-memory channel layer); production sets DATABASE_URL, CELERY_BROKER_URL and REDIS_URL.
+A malformed value raises ImproperlyConfigured at start-up instead of being guessed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(environ.Env().str("A2A_VAR_DIR", default=str(BASE_DIR / "var")))
+
+env = environ.Env()
+
+
+def _secret(name: str, default: str | None = None) -> str:
+    """A secret from NAME, or from the file named by NAME_FILE."""
+    file_name = env.str(f"{name}_FILE", default="")
+    if file_name:
+        try:
+            return Path(file_name).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {exc}") from exc
+    value = env.str(name, default=default)
+    if value is None:
+        raise ImproperlyConfigured(f"Set {name} (or {name}_FILE).")
+    return value
+
+
+def _positive_float(name: str, default: float) -> float:
+    value = env.float(name, default=default)
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name} must be a positive number, got {value}.")
+    return value
+
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = _secret("DJANGO_SECRET_KEY", default="insecure-dev-key" if DEBUG else None)
+
+A2A_PUBLIC_BASE_URL = env.str("A2A_PUBLIC_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
+_public = urlsplit(A2A_PUBLIC_BASE_URL)
+if _public.scheme not in ("http", "https") or not _public.hostname:
+    raise ImproperlyConfigured(
+        f"A2A_PUBLIC_BASE_URL must be an absolute http(s) URL, got {A2A_PUBLIC_BASE_URL!r}."
+    )
+ALLOWED_HOSTS = env.list(
+    "DJANGO_ALLOWED_HOSTS", default=[_public.hostname, "localhost", "127.0.0.1"]
+)
+CSRF_TRUSTED_ORIGINS = env.list(
+    "DJANGO_CSRF_TRUSTED_ORIGINS", default=[f"{_public.scheme}://{_public.netloc}"]
+)
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "agents",
+    "tasks_app",
+    "push_app",
+    "grpc_server",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "a2a_platform.urls"
+ASGI_APPLICATION = "a2a_platform.asgi.application"
+WSGI_APPLICATION = "a2a_platform.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web, worker and beat processes read while one of them writes;
+    # IMMEDIATE transactions take the write lock up front instead of failing mid-way.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=0))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# --- Channels: Redis when REDIS_URL is set, else in-process (log polling is the fallback). ---
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Celery ---
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = VAR_DIR / "broker"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "control_folder": str(_broker_dir / "control"),
+        "store_processed": False,
+    }
+    for _sub in ("queue", "control"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- A2A behaviour ---
+A2A_BLOCKING_TIMEOUT_SECONDS = _positive_float("A2A_BLOCKING_TIMEOUT_SECONDS", 60.0)
+A2A_CANCEL_TIMEOUT_SECONDS = _positive_float("A2A_CANCEL_TIMEOUT_SECONDS", 10.0)
+A2A_TASK_LEASE_SECONDS = _positive_float("A2A_TASK_LEASE_SECONDS", 120.0)
+A2A_REAPER_INTERVAL_SECONDS = _positive_float("A2A_REAPER_INTERVAL_SECONDS", 30.0)
+A2A_POLL_INTERVAL_SECONDS = _positive_float("A2A_POLL_INTERVAL_SECONDS", 0.2)
+A2A_MAX_REQUEST_BYTES = env.int("A2A_MAX_REQUEST_BYTES", default=10 * 1024 * 1024)
+# Dotted paths of AgentExecutor classes tenants may pick for the `python` executor kind.
+A2A_PYTHON_EXECUTORS = env.list("A2A_PYTHON_EXECUTORS", default=[])
+DATA_UPLOAD_MAX_MEMORY_SIZE = A2A_MAX_REQUEST_BYTES
+
+CELERY_BEAT_SCHEDULE = {
+    "reap-stuck-tasks": {
+        "task": "tasks_app.tasks.reap_stuck_tasks_task",
+        "schedule": A2A_REAPER_INTERVAL_SECONDS,
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}

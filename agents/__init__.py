@@ -1,0 +1,1 @@
+"""Tenants, agents and API keys; agent cards; the executor registry and built-in executors."""

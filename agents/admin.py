@@ -1,0 +1,98 @@
+"""Admin for registration: tenants, agents (executor config validated on save), API keys."""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from .auth import hash_secret, new_key_material
+from .cards import agent_base_url
+from .executors import executor_kind_choices
+from .models import Agent, ApiKey, Tenant
+from .validation import agent_validate, api_key_scopes_validate
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "is_active", "created_at")
+    search_fields = ("slug", "name")
+
+
+class AgentForm(forms.ModelForm):
+    executor_kind = forms.ChoiceField(choices=executor_kind_choices)
+
+    class Meta:
+        model = Agent
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        probe = Agent(**{k: v for k, v in cleaned.items() if k in {
+            "executor_kind", "executor_config", "skills", "extended_skills",
+            "default_input_modes", "default_output_modes"}})
+        for field in ("skills", "extended_skills", "default_input_modes", "default_output_modes"):
+            if getattr(probe, field) is None:
+                setattr(probe, field, [])
+        if probe.executor_config is None:
+            probe.executor_config = {}
+        try:
+            agent_validate(probe)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                self.add_error(field if field in self.fields else None, errors)
+        else:
+            cleaned["executor_config"] = probe.executor_config
+        return cleaned
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
+    list_display = ("slug", "tenant", "name", "executor_kind", "visibility", "is_active", "card")
+    list_filter = ("tenant", "executor_kind", "visibility", "is_active")
+    search_fields = ("slug", "name", "tenant__slug")
+
+    @admin.display(description="Agent card")
+    def card(self, agent: Agent) -> str:
+        url = agent_base_url(agent) + ".well-known/agent-card.json"
+        return format_html('<a href="{}">{}</a>', url, url)
+
+
+class ApiKeyForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ("tenant", "name", "principal", "scopes", "agent", "revoked_at")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        try:
+            api_key_scopes_validate(cleaned.get("scopes") or [])
+        except ValidationError as exc:
+            self.add_error("scopes", exc.message_dict["scopes"])
+        agent, tenant = cleaned.get("agent"), cleaned.get("tenant")
+        if agent is not None and tenant is not None and agent.tenant_id != tenant.pk:
+            self.add_error("agent", "The agent must belong to the key's tenant.")
+        return cleaned
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    form = ApiKeyForm
+    list_display = ("name", "prefix", "tenant", "principal", "agent", "last_used_at", "revoked_at")
+    list_filter = ("tenant",)
+    readonly_fields = ("prefix", "last_used_at", "created_at")
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if not change:
+            obj.prefix, secret = new_key_material()
+            obj.secret_hash = hash_secret(secret)
+            obj.principal = obj.principal or obj.name
+            super().save_model(request, obj, form, change)
+            messages.warning(
+                request, f"API key created. Copy it now, it is not shown again: {secret}")
+            return
+        super().save_model(request, obj, form, change)

@@ -1,0 +1,96 @@
+"""Agent cards: one v1.0 AgentCard, served with the v0.3 fields merged in for 0.3 clients."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+    APIKeySecurityScheme,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
+from django.conf import settings
+from google.protobuf.json_format import ParseDict
+
+from .models import Agent
+
+API_KEY_SCHEME = "apiKey"
+BEARER_SCHEME = "bearer"
+
+
+def agent_base_url(agent: Agent) -> str:
+    return f"{settings.A2A_PUBLIC_BASE_URL}/a2a/{agent.tenant.slug}/{agent.slug}/"
+
+
+def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
+    url = agent_base_url(agent)
+    card = AgentCard(
+        name=agent.name,
+        description=agent.description,
+        version=agent.version,
+        supported_interfaces=[
+            # The 1.0 interface comes first: v1.0 clients take the first one they support.
+            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC.value,
+                           protocol_version=PROTOCOL_VERSION_1_0),
+            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC.value,
+                           protocol_version=PROTOCOL_VERSION_0_3),
+        ],
+        capabilities=AgentCapabilities(
+            streaming=False, push_notifications=False, extended_agent_card=True
+        ),
+        default_input_modes=agent.default_input_modes or ["text/plain"],
+        default_output_modes=agent.default_output_modes or ["text/plain"],
+        security_schemes={
+            API_KEY_SCHEME: SecurityScheme(api_key_security_scheme=APIKeySecurityScheme(
+                location="header", name="X-API-Key",
+                description="A tenant API key.")),
+            BEARER_SCHEME: SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
+                scheme="bearer", description="A tenant API key as a bearer token.")),
+        },
+        security_requirements=_security_requirements(agent),
+    )
+    if agent.documentation_url:
+        card.documentation_url = agent.documentation_url
+    if agent.icon_url:
+        card.icon_url = agent.icon_url
+    if agent.provider_organization:
+        card.provider.CopyFrom(AgentProvider(
+            organization=agent.provider_organization, url=agent.provider_url))
+    skills = list(agent.skills) + (list(agent.extended_skills) if extended else [])
+    card.skills.extend(ParseDict(skill, AgentSkill()) for skill in skills)
+    return card
+
+
+def _security_requirements(agent: Agent) -> list[SecurityRequirement]:
+    requirements = [
+        SecurityRequirement(schemes={API_KEY_SCHEME: _empty()}),
+        SecurityRequirement(schemes={BEARER_SCHEME: _empty()}),
+    ]
+    if agent.is_public:
+        # An empty requirement means "no credentials needed", as in OpenAPI.
+        requirements.append(SecurityRequirement())
+    return requirements
+
+
+def _empty() -> StringList:
+    return StringList()
+
+
+def agent_card_json(agent: Agent, *, extended: bool = False) -> dict[str, Any]:
+    """The card as served: v1.0 proto-JSON with v0.3's url/preferredTransport/... merged in."""
+    return agent_card_to_dict(agent_card_build(agent, extended=extended))
+
+
+def card_etag(card: dict[str, Any]) -> str:
+    body = json.dumps(card, sort_keys=True, separators=(",", ":")).encode()
+    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'

@@ -1,0 +1,54 @@
+"""manage.py create_agent <tenant> <slug> --kind echo [--config JSON] [--public] ..."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agents.cards import agent_base_url
+from agents.executors import REGISTRY
+from agents.models import Agent, Tenant
+from agents.services import agent_create
+
+
+class Command(BaseCommand):
+    help = "Register an agent for a tenant and print its card URL."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("tenant")
+        parser.add_argument("slug")
+        parser.add_argument("--kind", required=True, choices=sorted(REGISTRY))
+        parser.add_argument("--config", default="{}", help="Executor config as a JSON object.")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--description", default="")
+        parser.add_argument("--skills", default="[]", help="A JSON list of AgentSkill objects.")
+        parser.add_argument("--public", action="store_true", help="Allow anonymous calls.")
+        parser.add_argument("--anonymous-scope", choices=["isolated", "shared"],
+                            default="isolated")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+        if tenant is None:
+            raise CommandError(f"No tenant {options['tenant']!r}; create it with create_tenant.")
+        try:
+            config = json.loads(options["config"])
+            skills = json.loads(options["skills"])
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--config/--skills must be JSON: {exc}") from exc
+        try:
+            agent = agent_create(
+                tenant=tenant,
+                slug=options["slug"],
+                name=options["name"] or options["slug"],
+                description=options["description"] or f"The {options['slug']} agent.",
+                executor_kind=options["kind"],
+                executor_config=config,
+                skills=skills,
+                visibility=Agent.Visibility.PUBLIC if options["public"] else Agent.Visibility.PRIVATE,
+                anonymous_scope=options["anonymous_scope"],
+            )
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+        self.stdout.write(f"card: {agent_base_url(agent)}.well-known/agent-card.json")

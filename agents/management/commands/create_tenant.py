@@ -1,0 +1,24 @@
+"""manage.py create_tenant <slug> [--name NAME]"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agents.services import tenant_create
+
+
+class Command(BaseCommand):
+    help = "Create a tenant."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("--name", default="")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            tenant = tenant_create(slug=options["slug"], name=options["name"])
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+        self.stdout.write(f"tenant {tenant.slug} created")

@@ -1,0 +1,57 @@
+"""manage.py seed_demo: the demo tenant, its agents and a fresh API key (idempotent)."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils import timezone
+
+from agents.cards import agent_base_url
+from agents.models import Agent, ApiKey, Tenant
+from agents.services import agent_create, api_key_create, tenant_create
+
+DEMO_AGENTS: list[dict[str, Any]] = [
+    {
+        "slug": "echo",
+        "name": "Echo",
+        "description": "Echoes your text back as an artifact.",
+        "executor_kind": "echo",
+        "visibility": Agent.Visibility.PRIVATE,
+        "skills": [{"id": "echo", "name": "Echo", "description": "Repeats what you send.",
+                    "tags": ["demo"], "examples": ["hello"]}],
+    },
+    {
+        "slug": "conformance",
+        "name": "Conformance",
+        "description": "Answers the A2A TCK's scenarios; anonymous callers share one scope.",
+        "executor_kind": "conformance",
+        "visibility": Agent.Visibility.PUBLIC,
+        "anonymous_scope": Agent.AnonymousScope.SHARED,
+        "skills": [{"id": "tck", "name": "TCK scenarios",
+                    "description": "Deterministic behaviour keyed on the messageId prefix.",
+                    "tags": ["conformance"]}],
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo tenant and agents if missing, and print a new demo API key."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--tenant", default="demo")
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = Tenant.objects.filter(slug=options["tenant"]).first() or tenant_create(
+            slug=options["tenant"], name="Demo")
+        for spec in DEMO_AGENTS:
+            agent = tenant.agents.filter(slug=spec["slug"]).first() or agent_create(
+                tenant=tenant, **spec)
+            self.stdout.write(f"{agent.slug} agent card: "
+                              f"{agent_base_url(agent)}.well-known/agent-card.json")
+        # The secret of an old key cannot be shown again, so each run issues a new one.
+        ApiKey.objects.filter(tenant=tenant, name="demo", revoked_at__isnull=True).update(
+            revoked_at=timezone.now())
+        _, secret = api_key_create(tenant=tenant, name="demo", principal="demo")
+        self.stdout.write(f"demo API key: {secret}")

@@ -1,0 +1,104 @@
+"""Tenants, the agents they host, and the API keys that call them."""
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+    "Use 1-63 lowercase letters, digits and hyphens, not starting or ending with a hyphen.",
+)
+
+
+class Tenant(models.Model):
+    slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Agent(models.Model):
+    class Visibility(models.TextChoices):
+        PUBLIC = "public", "Public (anonymous calls allowed)"
+        PRIVATE = "private", "Private (an API key is required)"
+
+    class AnonymousScope(models.TextChoices):
+        ISOLATED = "isolated", "Isolated: anonymous callers reach a task only by its id"
+        SHARED = "shared", "Shared: all anonymous callers share one task scope"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
+    slug = models.CharField(max_length=63, validators=[slug_validator])
+    name = models.CharField(max_length=200)
+    description = models.TextField()
+    version = models.CharField(max_length=50, default="1.0.0")
+    documentation_url = models.URLField(blank=True)
+    icon_url = models.URLField(blank=True)
+    provider_organization = models.CharField(max_length=200, blank=True)
+    provider_url = models.URLField(blank=True)
+    # A list of v1.0 AgentSkill objects in proto-JSON form (id, name, description, tags, ...).
+    skills = models.JSONField(default=list, blank=True)
+    # Skills shown only on the authenticated extended card.
+    extended_skills = models.JSONField(default=list, blank=True)
+    default_input_modes = models.JSONField(default=list, blank=True)
+    default_output_modes = models.JSONField(default=list, blank=True)
+    executor_kind = models.CharField(max_length=50)
+    executor_config = models.JSONField(default=dict, blank=True)
+    visibility = models.CharField(
+        max_length=10, choices=Visibility.choices, default=Visibility.PRIVATE
+    )
+    anonymous_scope = models.CharField(
+        max_length=10, choices=AnonymousScope.choices, default=AnonymousScope.ISOLATED
+    )
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "slug"], name="agent_slug_unique_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.slug}"
+
+    @property
+    def is_public(self) -> bool:
+        return self.visibility == self.Visibility.PUBLIC
+
+
+class ApiKey(models.Model):
+    """A tenant's API key. Only a SHA-256 digest of the secret is stored."""
+
+    SCOPE_TENANT_ADMIN = "tenant-admin"
+    SCOPE_CHOICES = [(SCOPE_TENANT_ADMIN, "Tenant admin: sees every task of the tenant")]
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    # Tasks are owned by the principal, so a rotated key with the same principal keeps its tasks.
+    principal = models.CharField(
+        max_length=200, blank=True, help_text="Owner of the tasks made with this key (default: its name)."
+    )
+    scopes = models.JSONField(default=list, blank=True)
+    agent = models.ForeignKey(
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_keys",
+        help_text="If set, the key works only for this agent.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_tenant_admin(self) -> bool:
+        return self.SCOPE_TENANT_ADMIN in (self.scopes or [])

@@ -1,0 +1,57 @@
+"""Validation of an agent's registration: executor config, skills and modes."""
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.types import AgentSkill
+from django.core.exceptions import ValidationError
+from google.protobuf.json_format import ParseDict, ParseError
+
+from .executors import executor_config_validate
+from .models import Agent, ApiKey
+
+
+def agent_validate(agent: Agent) -> None:
+    """Normalise and check the fields Django cannot check alone. Raises ValidationError."""
+    agent.executor_config = executor_config_validate(
+        kind=agent.executor_kind, config=agent.executor_config
+    )
+    errors: dict[str, str] = {}
+    for field in ("skills", "extended_skills"):
+        problem = _skills_problem(getattr(agent, field))
+        if problem:
+            errors[field] = problem
+    for field in ("default_input_modes", "default_output_modes"):
+        value = getattr(agent, field)
+        if not isinstance(value, list) or not all(
+            isinstance(m, str) and "/" in m for m in value
+        ):
+            errors[field] = 'Give a list of media types, e.g. ["text/plain"].'
+    if errors:
+        raise ValidationError(errors)
+
+
+def api_key_scopes_validate(scopes: Any) -> None:
+    known = {choice for choice, _ in ApiKey.SCOPE_CHOICES}
+    if not isinstance(scopes, list) or not set(scopes) <= known:
+        raise ValidationError({"scopes": f"Scopes must be a list drawn from {sorted(known)}."})
+
+
+def _skills_problem(skills: Any) -> str | None:
+    if not isinstance(skills, list):
+        return "Skills must be a JSON list of AgentSkill objects."
+    seen: set[str] = set()
+    for index, skill in enumerate(skills):
+        if not isinstance(skill, dict):
+            return f"Skill #{index} must be an object."
+        try:
+            parsed = ParseDict(skill, AgentSkill())
+        except ParseError as exc:
+            return f"Skill #{index} is not a valid AgentSkill: {exc}"
+        for required in ("id", "name", "description"):
+            if not getattr(parsed, required):
+                return f"Skill #{index} needs a non-empty {required!r}."
+        if parsed.id in seen:
+            return f"Skill id {parsed.id!r} appears twice."
+        seen.add(parsed.id)
+    return None

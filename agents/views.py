@@ -1,0 +1,40 @@
+"""The public agent card, with HTTP caching headers."""
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.http import http_date, parse_http_date_safe
+from django.views.decorators.http import require_GET
+
+from .cards import agent_card_json, card_etag
+from .errors import AgentNotFound
+from .selectors import agent_get_active
+
+CARD_MAX_AGE_SECONDS = 300
+
+
+@require_GET
+def agent_card(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
+    try:
+        agent = agent_get_active(tenant_slug=tenant_slug, agent_slug=agent_slug)
+    except AgentNotFound as exc:
+        return JsonResponse({"error": "agent_not_found", "message": exc.message}, status=404)
+    card = agent_card_json(agent)
+    etag = card_etag(card)
+    last_modified = int(agent.updated_at.timestamp())
+    headers = {
+        "ETag": etag,
+        "Last-Modified": http_date(last_modified),
+        "Cache-Control": f"public, max-age={CARD_MAX_AGE_SECONDS}",
+        "Access-Control-Allow-Origin": "*",
+    }
+    if_none_match = request.headers.get("If-None-Match")
+    if_modified_since = parse_http_date_safe(request.headers.get("If-Modified-Since", ""))
+    not_modified = (
+        etag in [t.strip() for t in if_none_match.split(",")] or if_none_match.strip() == "*"
+        if if_none_match
+        else if_modified_since is not None and last_modified <= if_modified_since
+    )
+    response = HttpResponse(status=304) if not_modified else JsonResponse(card)
+    for name, value in headers.items():
+        response[name] = value
+    return response

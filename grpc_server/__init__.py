@@ -1,0 +1,1 @@
+"""The gRPC sidecar sharing the ORM (to come)."""

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# `make run`: the whole platform on the embedded profile: daphne, a Celery worker and beat.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export A2A_VAR_DIR="${A2A_VAR_DIR:-$PWD/var}"
+mkdir -p "$A2A_VAR_DIR"
+if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ -z "${DJANGO_SECRET_KEY_FILE:-}" ]; then
+  [ -f "$A2A_VAR_DIR/secret_key" ] || python3 -c 'import secrets; print(secrets.token_urlsafe(50))' \
+    > "$A2A_VAR_DIR/secret_key"
+  export DJANGO_SECRET_KEY_FILE="$A2A_VAR_DIR/secret_key"
+fi
+PORT="${PORT:-8000}"
+export A2A_PUBLIC_BASE_URL="${A2A_PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
+PY=.venv/bin/python
+
+$PY manage.py migrate --noinput >/dev/null
+$PY manage.py seed_demo
+echo "admin: $A2A_PUBLIC_BASE_URL/admin/ (create a login with: $PY manage.py createsuperuser)"
+
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+.venv/bin/daphne -b 127.0.0.1 -p "$PORT" a2a_platform.asgi:application & pids+=($!)
+.venv/bin/celery -A a2a_platform worker --loglevel=INFO --concurrency=2 & pids+=($!)
+.venv/bin/celery -A a2a_platform beat --loglevel=INFO \
+  --schedule "$A2A_VAR_DIR/celerybeat-schedule" & pids+=($!)
+# Stop everything as soon as any one process exits.
+wait -n

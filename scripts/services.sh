@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL and Redis servers for the test suite, from local binaries.
+#   source scripts/services.sh && services_start   # exports DATABASE_URL, REDIS_URL, ...
+#   services_stop
+# When a binary is missing and we are root with apt, it is installed; otherwise we say what to
+# install. PostgreSQL refuses to run as root, so as root the servers run as user 'postgres'.
+
+_svc_find_pg_bin() {
+  if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
+    dirname "$(command -v initdb)"; return 0
+  fi
+  local d
+  for d in /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+_svc_apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "services: installing $* with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null && apt-get install -y -qq "$@" >/dev/null
+  else
+    return 1
+  fi
+}
+
+_svc_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+services_start() {
+  local pg_bin
+  pg_bin=$(_svc_find_pg_bin) || { _svc_apt_install postgresql && pg_bin=$(_svc_find_pg_bin); } || {
+    echo "services: PostgreSQL server binaries (initdb, pg_ctl) are missing." >&2
+    echo "services: install them, e.g. 'sudo apt-get install postgresql', then run again." >&2
+    return 1
+  }
+  command -v redis-server >/dev/null 2>&1 || _svc_apt_install redis-server || {
+    echo "services: redis-server is missing; install it, e.g. 'sudo apt-get install redis-server'." >&2
+    return 1
+  }
+
+  SERVICES_DIR=$(mktemp -d /tmp/a2a-test-services.XXXXXX)
+  export SERVICES_DIR
+  local run_as=()
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    chown postgres "$SERVICES_DIR"
+    run_as=(runuser -u postgres --)
+  fi
+  SERVICES_RUN_AS=("${run_as[@]}")
+  SERVICES_PG_BIN=$pg_bin
+  local pg_port redis_port
+  pg_port=$(_svc_free_port); redis_port=$(_svc_free_port)
+
+  "${run_as[@]}" "$pg_bin/initdb" -D "$SERVICES_DIR/pg" -U postgres --auth=trust \
+    --encoding=UTF8 --no-instructions >"$SERVICES_DIR/initdb.log" 2>&1 || {
+      echo "services: initdb failed:" >&2; cat "$SERVICES_DIR/initdb.log" >&2; return 1; }
+  "${run_as[@]}" "$pg_bin/pg_ctl" -D "$SERVICES_DIR/pg" -l "$SERVICES_DIR/pg.log" -w -t 60 \
+    -o "-p $pg_port -k $SERVICES_DIR -c listen_addresses=127.0.0.1 -c fsync=off \
+        -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" start \
+    >/dev/null || { echo "services: PostgreSQL did not start:" >&2; cat "$SERVICES_DIR/pg.log" >&2; return 1; }
+
+  "${run_as[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize yes --dir "$SERVICES_DIR" --pidfile "$SERVICES_DIR/redis.pid" \
+    --logfile "$SERVICES_DIR/redis.log" || { echo "services: Redis did not start" >&2; return 1; }
+  local i
+  for i in $(seq 50); do
+    python3 - "$redis_port" <<'PY' && break
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
+s.sendall(b"PING\r\n"); sys.exit(0 if s.recv(16).startswith(b"+PONG") else 1)
+PY
+    sleep 0.1
+  done
+
+  export DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres"
+  export REDIS_URL="redis://127.0.0.1:$redis_port/0"
+  export CELERY_BROKER_URL="redis://127.0.0.1:$redis_port/1"
+  echo "services: PostgreSQL on $pg_port, Redis on $redis_port ($SERVICES_DIR)" >&2
+}
+
+services_stop() {
+  [ -n "${SERVICES_DIR:-}" ] || return 0
+  [ -f "$SERVICES_DIR/redis.pid" ] && kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null
+  "${SERVICES_RUN_AS[@]}" "$SERVICES_PG_BIN/pg_ctl" -D "$SERVICES_DIR/pg" -m immediate stop \
+    >/dev/null 2>&1
+  rm -rf "$SERVICES_DIR"
+  SERVICES_DIR=
+}

@@ -1,0 +1,7 @@
+"""App config for tasks and the A2A services."""
+from django.apps import AppConfig
+
+
+class TasksAppConfig(AppConfig):
+    name = "tasks_app"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,113 @@
+"""Protocol dialects: which A2A version a request speaks, and the v0.3 <-> v1.0 edge codecs.
+
+The services speak v1.0 protobuf only; v0.3 JSON is validated with the SDK's v0.3 models and
+converted with its `a2a.compat.v0_3.conversions` on the way in and out.
+"""
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from a2a.compat.v0_3 import conversions
+from a2a.compat.v0_3 import types as v03
+from a2a.types import ListTasksRequest
+from google.protobuf.json_format import ParseDict, ParseError
+from google.protobuf.message import Message as ProtoMessage
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from .errors import InvalidParamsError, VersionNotSupportedError
+
+V1_0 = "1.0"
+V0_3 = "0.3"
+SUPPORTED_VERSIONS = (V1_0, V0_3)
+
+P = TypeVar("P", bound=ProtoMessage)
+M = TypeVar("M", bound=BaseModel)
+
+
+def dialect_of(header_value: str | None, query_value: str | None) -> str:
+    """The request's protocol version, from the A2A-Version header or query parameter."""
+    raw = (header_value or query_value or "").strip()
+    if not raw:
+        return V0_3  # the spec: an absent version means 0.3
+    try:
+        version = Version(raw)
+    except InvalidVersion:
+        raise VersionNotSupportedError(
+            f"A2A-Version {raw!r} is not a version; this agent speaks {', '.join(SUPPORTED_VERSIONS)}."
+        ) from None
+    major_minor = f"{version.major}.{version.minor}"
+    if major_minor not in SUPPORTED_VERSIONS:
+        raise VersionNotSupportedError(
+            f"A2A-Version {raw} is not supported; this agent speaks {', '.join(SUPPORTED_VERSIONS)}."
+        )
+    return major_minor
+
+
+def v10_params(params: dict[str, Any], message_type: type[P]) -> P:
+    """Parse v1.0 params into the request proto; unknown fields are ignored (forward compat)."""
+    try:
+        return ParseDict(params, message_type(), ignore_unknown_fields=True)
+    except ParseError as exc:
+        raise InvalidParamsError(f"Invalid params for {message_type.__name__}: {exc}") from None
+
+
+def v03_request(model: type[M], method: str, params: dict[str, Any]) -> M:
+    """Validate v0.3 params with the SDK's v0.3 request model."""
+    try:
+        return model.model_validate({"jsonrpc": "2.0", "id": 0, "method": method, "params": params})
+    except PydanticValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'params'}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise InvalidParamsError(f"Invalid params for {method}: {problems}") from None
+
+
+_V03_STATES = {state.value: state for state in v03.TaskState}
+
+
+def v03_list_request(params: dict[str, Any]) -> ListTasksRequest:
+    """tasks/list (v0.3 ListTasksParams) has no SDK model: map its fields by hand."""
+    request = ListTasksRequest()
+    known = {"contextId", "status", "pageSize", "pageToken", "historyLength",
+             "lastUpdatedAfter", "includeArtifacts", "metadata"}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise InvalidParamsError(f"Unknown tasks/list params: {', '.join(unknown)}.")
+    if "contextId" in params:
+        request.context_id = _typed(params, "contextId", str)
+    if "status" in params:
+        status = _typed(params, "status", str)
+        if status not in _V03_STATES:
+            raise InvalidParamsError(
+                f"'status' {status!r} is not a task state; use one of {', '.join(_V03_STATES)}.")
+        request.status = conversions.to_core_task_status(
+            v03.TaskStatus(state=_V03_STATES[status])).state
+    if "pageSize" in params:
+        request.page_size = _typed(params, "pageSize", int)
+    if "pageToken" in params:
+        request.page_token = _typed(params, "pageToken", str)
+    if "historyLength" in params:
+        request.history_length = _typed(params, "historyLength", int)
+    if "lastUpdatedAfter" in params:
+        millis = _typed(params, "lastUpdatedAfter", int)
+        if millis < 0:
+            raise InvalidParamsError("'lastUpdatedAfter' must be a non-negative epoch in ms.")
+        request.status_timestamp_after.FromMilliseconds(millis)
+    if "includeArtifacts" in params:
+        request.include_artifacts = _typed(params, "includeArtifacts", bool)
+    return request
+
+
+def _typed(params: dict[str, Any], name: str, kind: type) -> Any:
+    value = params[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidParamsError(f"'{name}' must be a {kind.__name__}, got {value!r}.")
+    return value
+
+
+def v03_dump(model: BaseModel) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+

@@ -1,0 +1,357 @@
+"""The JSON-RPC 2.0 binding: one POST endpoint per agent, v1.0 and v0.3 dialects.
+
+Adapters stay thin: parse with the dialect codec, call one service, serialize. The envelope
+(batches, notifications, ids) follows JSON-RPC 2.0; errors carry the A2A spec's codes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    SendMessageResponse,
+)
+from a2a.types import Task as TaskProto
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from google.protobuf.json_format import MessageToDict
+
+from agents.auth import Principal, authenticate, credentials_from_headers
+from agents.cards import agent_card_build
+from agents.errors import AgentNotFound, AuthenticationRequired
+from agents.models import Agent
+from agents.selectors import agent_get_active
+
+from . import dialects
+from .dialects import V0_3, V1_0, conversions, v03
+from .doorbell import wait_until
+from .errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    MethodNotFoundError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+    jsonrpc_error,
+)
+from .models import INTERRUPTED_STATES, TERMINAL_STATES, Task
+from .selectors import task_get, task_list, task_reply_message, task_to_proto
+from .services import message_send, task_cancel_force, task_cancel_request
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Call:
+    agent: Agent
+    principal: Principal
+
+
+Handler = Callable[[Call, dict[str, Any]], Awaitable[Any]]
+
+
+# --- shared steps (one per service call, used by both dialects) -------------------------
+
+async def _send(call: Call, request: SendMessageRequest) -> TaskProto | Any:
+    outcome = await database_sync_to_async(message_send)(
+        agent=call.agent, principal=call.principal, request=request)
+    if not request.configuration.return_immediately:
+        def settled(state: str, seq: int) -> bool:
+            return state in TERMINAL_STATES or (
+                state in INTERRUPTED_STATES and seq > outcome.since_seq)
+
+        await wait_until(outcome.task_id, settled, settings.A2A_BLOCKING_TIMEOUT_SECONDS)
+    history_length = (request.configuration.history_length
+                      if request.configuration.HasField("history_length") else None)
+
+    def result() -> Any:
+        task = Task.objects.get(pk=outcome.task_id)
+        return task_reply_message(task) or task_to_proto(task, history_length=history_length)
+
+    return await database_sync_to_async(result)()
+
+
+async def _cancel(call: Call, task_id: str) -> TaskProto:
+    task_pk, running = await database_sync_to_async(task_cancel_request)(
+        agent=call.agent, principal=call.principal, task_id=task_id)
+    if running:
+        timeout = settings.A2A_CANCEL_TIMEOUT_SECONDS
+        await wait_until(task_pk, lambda state, seq: state in TERMINAL_STATES, timeout + 2)
+        await database_sync_to_async(task_cancel_force)(
+            task_id=task_pk,
+            reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.")
+    return await database_sync_to_async(task_get)(
+        agent=call.agent, principal=call.principal, task_id=task_id)
+
+
+async def _get(call: Call, request: GetTaskRequest) -> TaskProto:
+    return await database_sync_to_async(task_get)(
+        agent=call.agent, principal=call.principal, task_id=request.id,
+        history_length=request.history_length if request.HasField("history_length") else None)
+
+
+async def _list(call: Call, request: ListTasksRequest) -> Any:
+    return await database_sync_to_async(task_list)(
+        agent=call.agent, principal=call.principal, request=request)
+
+
+async def _extended_card(call: Call) -> Any:
+    if call.principal.is_anonymous:
+        raise AuthenticationRequired("The extended agent card requires an API key.")
+    return await database_sync_to_async(agent_card_build)(call.agent, extended=True)
+
+
+def _streaming_unsupported(method: str) -> A2AError:
+    return UnsupportedOperationError(
+        f"{method} is not offered by this agent: its card declares capabilities.streaming=false.")
+
+
+def _push_unsupported(method: str) -> A2AError:
+    return PushNotificationNotSupportedError(
+        f"{method}: this agent does not offer push notifications "
+        "(its card declares capabilities.pushNotifications=false).")
+
+
+# --- v1.0 -----------------------------------------------------------------------------
+
+def _dict(message: Any) -> dict[str, Any]:
+    return MessageToDict(message)
+
+
+async def v10_send(call: Call, params: dict[str, Any]) -> Any:
+    result = await _send(call, dialects.v10_params(params, SendMessageRequest))
+    if isinstance(result, TaskProto):
+        return _dict(SendMessageResponse(task=result))
+    return _dict(SendMessageResponse(message=result))
+
+
+async def v10_get(call: Call, params: dict[str, Any]) -> Any:
+    return _dict(await _get(call, dialects.v10_params(params, GetTaskRequest)))
+
+
+async def v10_list(call: Call, params: dict[str, Any]) -> Any:
+    request = dialects.v10_params(params, ListTasksRequest)
+    response = MessageToDict(await _list(call, request),
+                              always_print_fields_with_no_presence=True)
+    if not request.include_artifacts:
+        for task in response["tasks"]:
+            task.pop("artifacts", None)
+    return response
+
+
+async def v10_cancel(call: Call, params: dict[str, Any]) -> Any:
+    return _dict(await _cancel(call, dialects.v10_params(params, CancelTaskRequest).id))
+
+
+async def v10_extended_card(call: Call, params: dict[str, Any]) -> Any:
+    return _dict(await _extended_card(call))
+
+
+# --- v0.3 -----------------------------------------------------------------------------
+
+async def v03_send(call: Call, params: dict[str, Any]) -> Any:
+    request = dialects.v03_request(v03.SendMessageRequest, "message/send", params)
+    result = await _send(call, conversions.to_core_send_message_request(request))
+    if isinstance(result, TaskProto):
+        return dialects.v03_dump(conversions.to_compat_task(result))
+    return dialects.v03_dump(conversions.to_compat_message(result))
+
+
+async def v03_get(call: Call, params: dict[str, Any]) -> Any:
+    request = dialects.v03_request(v03.GetTaskRequest, "tasks/get", params)
+    if request.params.history_length is not None and request.params.history_length < 0:
+        raise InvalidParamsError("'historyLength' must be zero or positive.")
+    task = await _get(call, conversions.to_core_get_task_request(request))
+    return dialects.v03_dump(conversions.to_compat_task(task))
+
+
+async def v03_list(call: Call, params: dict[str, Any]) -> Any:
+    request = dialects.v03_list_request(params)
+    response = await _list(call, request)
+    tasks = [dialects.v03_dump(conversions.to_compat_task(t)) for t in response.tasks]
+    if not request.include_artifacts:
+        for task in tasks:
+            task.pop("artifacts", None)
+    return {"tasks": tasks, "totalSize": response.total_size, "pageSize": response.page_size,
+            "nextPageToken": response.next_page_token}
+
+
+async def v03_cancel(call: Call, params: dict[str, Any]) -> Any:
+    request = dialects.v03_request(v03.CancelTaskRequest, "tasks/cancel", params)
+    return dialects.v03_dump(conversions.to_compat_task(await _cancel(call, request.params.id)))
+
+
+async def v03_extended_card(call: Call, params: dict[str, Any]) -> Any:
+    return dialects.v03_dump(conversions.to_compat_agent_card(await _extended_card(call)))
+
+
+def _refuse(error: Callable[[str], A2AError], method: str) -> Handler:
+    async def handler(call: Call, params: dict[str, Any]) -> Any:
+        raise error(method)
+
+    return handler
+
+
+METHODS: dict[str, dict[str, Handler]] = {
+    V1_0: {
+        "SendMessage": v10_send,
+        "GetTask": v10_get,
+        "ListTasks": v10_list,
+        "CancelTask": v10_cancel,
+        "GetExtendedAgentCard": v10_extended_card,
+        "SendStreamingMessage": _refuse(_streaming_unsupported, "SendStreamingMessage"),
+        "SubscribeToTask": _refuse(_streaming_unsupported, "SubscribeToTask"),
+        **{name: _refuse(_push_unsupported, name) for name in (
+            "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
+            "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig")},
+    },
+    V0_3: {
+        "message/send": v03_send,
+        "tasks/get": v03_get,
+        "tasks/list": v03_list,
+        "tasks/cancel": v03_cancel,
+        "agent/getAuthenticatedExtendedCard": v03_extended_card,
+        "message/stream": _refuse(_streaming_unsupported, "message/stream"),
+        "tasks/resubscribe": _refuse(_streaming_unsupported, "tasks/resubscribe"),
+        **{name: _refuse(_push_unsupported, name) for name in (
+            "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get",
+            "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete")},
+    },
+}
+
+
+# --- the JSON-RPC 2.0 envelope ----------------------------------------------------------
+
+def _error(request_id: Any, error: A2AError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": jsonrpc_error(error)}
+
+
+def _method_not_found(dialect: str, method: str) -> A2AError:
+    other = V0_3 if dialect == V1_0 else V1_0
+    if method in METHODS[other]:
+        return MethodNotFoundError(
+            f"{method!r} is an A2A {other} method but this request speaks {dialect}; "
+            f"send the header 'A2A-Version: {other}' to use it.")
+    return MethodNotFoundError(
+        f"Method {method!r} does not exist in A2A {dialect}; known methods: "
+        f"{', '.join(METHODS[dialect])}.")
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
+
+
+async def _dispatch_one(call: Call, dialect: str, body: Any) -> dict[str, Any] | None:
+    """Answer one request object; None for a notification."""
+    if not isinstance(body, dict):
+        return _error(None, InvalidRequestError("Each request must be a JSON object."))
+    request_id = body.get("id")
+    is_notification = "id" not in body
+    if not _valid_id(request_id):
+        return _error(None, InvalidRequestError("'id' must be a string, an integer or null."))
+    if body.get("jsonrpc") != "2.0":
+        return _error(request_id, InvalidRequestError("'jsonrpc' must be exactly \"2.0\"."))
+    method = body.get("method")
+    if not isinstance(method, str) or not method:
+        return _error(request_id, InvalidRequestError("'method' must be a non-empty string."))
+    params = body.get("params", {})
+    try:
+        handler = METHODS[dialect].get(method)
+        if handler is None:
+            raise _method_not_found(dialect, method)
+        if not isinstance(params, dict):
+            raise InvalidParamsError("'params' must be an object: A2A methods take named params.")
+        result = await handler(call, params)
+    except A2AError as exc:
+        return None if is_notification else _error(request_id, exc)
+    except AuthenticationRequired:
+        raise
+    except Exception:
+        logger.exception("Unhandled error in %s", method)
+        error = InternalError("The server failed to process this request; it has been logged.")
+        return None if is_notification else _error(request_id, error)
+    if is_notification:
+        return None
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _unauthorized(message: str, request_id: Any = None) -> JsonResponse:
+    response = JsonResponse(
+        {"jsonrpc": "2.0", "id": request_id,
+         "error": {"code": AuthenticationRequired.jsonrpc_code, "message": message}},
+        status=401,
+    )
+    response["WWW-Authenticate"] = 'Bearer realm="a2a", charset="UTF-8"'
+    return response
+
+
+def _jsonrpc_error_response(error: A2AError, request_id: Any = None, status: int = 200
+                            ) -> JsonResponse:
+    return JsonResponse(_error(request_id, error), status=status)
+
+
+@csrf_exempt
+async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
+    if request.method != "POST":
+        response = _jsonrpc_error_response(InvalidRequestError(
+            "JSON-RPC requests are POSTed to this URL; the agent card is at "
+            ".well-known/agent-card.json."), status=405)
+        response["Allow"] = "POST"
+        return response
+    try:
+        agent = await database_sync_to_async(agent_get_active)(
+            tenant_slug=tenant_slug, agent_slug=agent_slug)
+    except AgentNotFound as exc:
+        return JsonResponse({"error": "agent_not_found", "message": exc.message}, status=404)
+
+    content_type = request.content_type or ""
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        return _jsonrpc_error_response(InvalidRequestError(
+            f"Content-Type {content_type!r} is not JSON; send application/json."), status=415)
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return _jsonrpc_error_response(InvalidRequestError(
+            f"The request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."), status=413)
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _jsonrpc_error_response(JSONParseError(f"The body is not valid JSON: {exc}"))
+
+    single_id = body.get("id") if isinstance(body, dict) and _valid_id(body.get("id")) else None
+    try:
+        dialect = dialects.dialect_of(
+            request.headers.get("A2A-Version"), request.GET.get("A2A-Version"))
+    except A2AError as exc:
+        return _jsonrpc_error_response(exc, single_id)
+    try:
+        principal = await database_sync_to_async(authenticate)(
+            agent=agent, raw_key=credentials_from_headers(
+                {k.lower(): v for k, v in request.headers.items()}))
+    except AuthenticationRequired as exc:
+        return _unauthorized(exc.message, single_id)
+    call = Call(agent=agent, principal=principal)
+
+    try:
+        if isinstance(body, list):
+            if not body:
+                return _jsonrpc_error_response(InvalidRequestError("An empty batch is invalid."))
+            answers = [await _dispatch_one(call, dialect, item) for item in body]
+            answers = [a for a in answers if a is not None]
+            return JsonResponse(answers, safe=False) if answers else HttpResponse(status=204)
+        answer = await _dispatch_one(call, dialect, body)
+    except AuthenticationRequired as exc:
+        return _unauthorized(exc.message, single_id)
+    return JsonResponse(answer) if answer is not None else HttpResponse(status=204)

@@ -1,0 +1,115 @@
+"""Tasks and what belongs to them. JSON columns hold v1.0 proto-JSON; queried fields are columns."""
+from __future__ import annotations
+
+import uuid
+
+from a2a.types import TaskState
+from django.db import models
+
+TERMINAL_STATES = frozenset(
+    TaskState.Name(s)
+    for s in (
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+    )
+)
+INTERRUPTED_STATES = frozenset(
+    TaskState.Name(s)
+    for s in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
+)
+STATE_CHOICES = [(name, name) for name in TaskState.keys() if name != "TASK_STATE_UNSPECIFIED"]
+
+
+class Task(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey("agents.Tenant", on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="tasks")
+    context_id = models.CharField(max_length=200)
+    owner = models.CharField(max_length=220)
+    state = models.CharField(max_length=32, choices=STATE_CHOICES)
+    status_message = models.JSONField(null=True, blank=True)
+    status_timestamp = models.DateTimeField()
+    metadata = models.JSONField(default=dict, blank=True)
+    # The last TaskEvent sequence number; the next event takes last_seq + 1.
+    last_seq = models.PositiveIntegerField(default=0)
+    # messageId of an agent Message that answered the request directly (no task semantics).
+    reply_message_id = models.CharField(max_length=200, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    # Set while a worker runs the executor; the worker renews the lease while alive.
+    running_since = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    job_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["agent", "owner", "-status_timestamp", "-id"],
+                         name="task_list_by_owner"),
+            models.Index(fields=["agent", "-status_timestamp", "-id"], name="task_list_by_agent"),
+            models.Index(fields=["agent", "context_id"], name="task_by_context"),
+            models.Index(fields=["lease_expires_at"], name="task_lease",
+                         condition=models.Q(running_since__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.state})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+class Message(models.Model):
+    """One message of a task's history, in order."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    message_id = models.CharField(max_length=200)
+    role = models.CharField(max_length=20)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "position"], name="message_position_unique")
+        ]
+
+
+class Artifact(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="artifacts")
+    artifact_id = models.CharField(max_length=200)
+    position = models.PositiveIntegerField()
+    data = models.JSONField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "artifact_id"], name="artifact_id_unique")
+        ]
+
+
+class TaskEvent(models.Model):
+    """The append-only event log of a task: one StreamResponse (v1.0 JSON) per row."""
+
+    class Kind(models.TextChoices):
+        TASK = "task"
+        STATUS = "status_update"
+        ARTIFACT = "artifact_update"
+        MESSAGE = "message"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "seq"], name="task_event_seq_unique")
+        ]

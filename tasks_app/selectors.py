@@ -1,0 +1,178 @@
+"""Reads of tasks, always scoped by agent and owner; rows become v1.0 protobuf objects here."""
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from a2a.types import Artifact as ArtifactProto
+from a2a.types import ListTasksRequest, ListTasksResponse, TaskState, TaskStatus
+from a2a.types import Message as MessageProto
+from a2a.types import Task as TaskProto
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.task import (
+    ListTasksCursor,
+    decode_list_tasks_cursor,
+    encode_list_tasks_cursor,
+    validate_page_size,
+)
+from django.db.models import Q, QuerySet
+from google.protobuf.json_format import ParseDict
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from .errors import InvalidParamsError, UnsupportedOperationError, task_not_found
+from .models import Task
+
+if TYPE_CHECKING:
+    from agents.auth import Principal
+    from agents.models import Agent
+
+
+def task_scope(*, agent: Agent, principal: Principal) -> QuerySet[Task]:
+    tasks = Task.objects.filter(agent=agent)
+    if not principal.is_tenant_admin:
+        tasks = tasks.filter(owner=principal.owner)
+    return tasks
+
+
+def task_get_row(*, agent: Agent, principal: Principal, task_id: str, for_update: bool = False
+                 ) -> Task:
+    """The caller's task, or TaskNotFound: another owner's task does not exist for them."""
+    if not task_id:
+        raise InvalidParamsError("The task 'id' is required.")
+    try:
+        pk = uuid.UUID(task_id)
+    except ValueError:
+        raise task_not_found(task_id) from None
+    tasks = task_scope(agent=agent, principal=principal)
+    if for_update:
+        tasks = tasks.select_for_update()
+    task = tasks.filter(pk=pk).first()
+    if task is None:
+        raise task_not_found(task_id)
+    return task
+
+
+def task_get(*, agent: Agent, principal: Principal, task_id: str,
+             history_length: int | None = None) -> TaskProto:
+    if history_length is not None and history_length < 0:
+        raise InvalidParamsError("'historyLength' must be zero or positive.")
+    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
+    return task_to_proto(task, history_length=history_length)
+
+
+def task_to_proto(task: Task, *, history_length: int | None = None,
+                  include_artifacts: bool = True) -> TaskProto:
+    proto = TaskProto(id=str(task.id), context_id=task.context_id, status=task_status(task))
+    if task.metadata:
+        proto.metadata.update(task.metadata)
+    if include_artifacts:
+        proto.artifacts.extend(
+            ParseDict(a, ArtifactProto()) for a in task.artifacts.values_list("data", flat=True)
+        )
+    if history_length != 0:
+        messages = task.messages.order_by("-position").values_list("data", flat=True)
+        if history_length is not None:
+            messages = messages[:history_length]
+        proto.history.extend(ParseDict(m, MessageProto()) for m in reversed(list(messages)))
+    return proto
+
+
+def task_status(task: Task) -> TaskStatus:
+    status = TaskStatus(state=TaskState.Value(task.state), timestamp=_timestamp(task.status_timestamp))
+    if task.status_message:
+        status.message.CopyFrom(ParseDict(task.status_message, MessageProto()))
+    return status
+
+
+def task_reply_message(task: Task) -> MessageProto | None:
+    """The agent Message that answered the request directly, if the agent chose to."""
+    if not task.reply_message_id:
+        return None
+    data = (
+        task.messages.filter(message_id=task.reply_message_id, role="ROLE_AGENT")
+        .values_list("data", flat=True)
+        .last()
+    )
+    return ParseDict(data, MessageProto()) if data is not None else None
+
+
+def task_list(*, agent: Agent, principal: Principal, request: ListTasksRequest
+              ) -> ListTasksResponse:
+    if not principal.can_list:
+        raise UnsupportedOperationError(
+            "Listing tasks needs an API key on this agent: anonymous callers are isolated and "
+            "reach a task only by its id."
+        )
+    page_size = request.page_size if request.HasField("page_size") else DEFAULT_LIST_TASKS_PAGE_SIZE
+    validate_page_size(page_size)
+    history_length = request.history_length if request.HasField("history_length") else None
+    if history_length is not None and history_length < 0:
+        raise InvalidParamsError("'historyLength' must be zero or positive.")
+
+    tasks = task_scope(agent=agent, principal=principal)
+    if request.context_id:
+        tasks = tasks.filter(context_id=request.context_id)
+    if request.status != TaskState.TASK_STATE_UNSPECIFIED:
+        tasks = tasks.filter(state=TaskState.Name(request.status))
+    if request.HasField("status_timestamp_after"):
+        tasks = tasks.filter(status_timestamp__gt=request.status_timestamp_after.ToDatetime(UTC))
+    total = tasks.count()
+
+    if request.page_token:
+        cursor = decode_list_tasks_cursor(request.page_token)
+        if cursor is None or cursor.timestamp_ns is None:
+            raise InvalidParamsError(
+                "'pageToken' is not a token this server issued; start again without it."
+            )
+        after = _datetime_from_ns(cursor.timestamp_ns)
+        tasks = tasks.filter(
+            Q(status_timestamp__lt=after) | Q(status_timestamp=after, id__lt=_uuid(cursor.task_id))
+        )
+    page = list(tasks.order_by("-status_timestamp", "-id")[: page_size + 1])
+    next_token = ""
+    if len(page) > page_size:
+        page = page[:page_size]
+        last = page[-1]
+        next_token = encode_list_tasks_cursor(
+            ListTasksCursor(timestamp_ns=_ns(last.status_timestamp), task_id=str(last.id))
+        )
+    include_artifacts = request.include_artifacts if request.HasField("include_artifacts") else False
+    return ListTasksResponse(
+        tasks=[
+            task_to_proto(t, history_length=history_length, include_artifacts=include_artifacts)
+            for t in page
+        ],
+        next_page_token=next_token,
+        page_size=page_size,
+        total_size=total,
+    )
+
+
+def task_progress(*, task_id: uuid.UUID) -> tuple[str, int]:
+    """(state, last event seq) of a task, for waiters."""
+    state, last_seq = Task.objects.filter(pk=task_id).values_list("state", "last_seq").get()
+    return state, last_seq
+
+
+def _timestamp(value: datetime) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def _ns(value: datetime) -> int:
+    return int(value.timestamp()) * 1_000_000_000 + value.microsecond * 1000
+
+
+def _datetime_from_ns(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).replace(
+        microsecond=(ns % 1_000_000_000) // 1000
+    )
+
+
+def _uuid(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidParamsError("'pageToken' is malformed; start again without it.") from None

@@ -1,0 +1,425 @@
+"""Writes of the A2A task lifecycle. Each service validates, owns its transaction, and
+queues follow-up work with `transaction.on_commit`.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from a2a.server.events import Event
+from a2a.types import Artifact as ArtifactProto
+from a2a.types import Message as MessageProto
+from a2a.types import (
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.types import Task as TaskProto
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from .doorbell import ring
+from .errors import (
+    ContentTypeNotSupportedError,
+    InvalidAgentResponseError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    UnsupportedOperationError,
+)
+from .models import TERMINAL_STATES, Artifact, Message, Task, TaskEvent
+from .selectors import task_get_row
+
+if TYPE_CHECKING:
+    from agents.auth import Principal
+    from agents.models import Agent
+
+logger = logging.getLogger(__name__)
+
+SUBMITTED = TaskState.Name(TaskState.TASK_STATE_SUBMITTED)
+CANCELED = TaskState.Name(TaskState.TASK_STATE_CANCELED)
+FAILED = TaskState.Name(TaskState.TASK_STATE_FAILED)
+COMPLETED = TaskState.Name(TaskState.TASK_STATE_COMPLETED)
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    task_id: uuid.UUID
+    # The event sequence at the moment of sending: waiters look for progress past it.
+    since_seq: int
+
+
+def _dict(message: Any) -> dict[str, Any]:
+    return MessageToDict(message)
+
+
+def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequest
+                 ) -> SendOutcome:
+    """Create a task or continue one with the user's message, then queue the agent run."""
+    message = request.message
+    _message_validate(agent=agent, request=request)
+    with transaction.atomic():
+        if message.task_id:
+            task = task_get_row(agent=agent, principal=principal, task_id=message.task_id,
+                                for_update=True)
+            if task.is_terminal:
+                raise UnsupportedOperationError(
+                    f"Task {message.task_id} is {task.state} and accepts no more messages; "
+                    "send without taskId to start a new task."
+                )
+            if message.context_id and message.context_id != task.context_id:
+                raise InvalidParamsError(
+                    f"message.contextId {message.context_id!r} does not match the task's "
+                    f"contextId {task.context_id!r}."
+                )
+        else:
+            now = timezone.now()
+            task = Task.objects.create(
+                tenant_id=agent.tenant_id,
+                agent=agent,
+                context_id=message.context_id or str(uuid.uuid4()),
+                owner=principal.owner,
+                state=SUBMITTED,
+                status_timestamp=now,
+                metadata=_dict(request.metadata) if request.HasField("metadata") else {},
+            )
+        stored = MessageProto()
+        stored.CopyFrom(message)
+        stored.task_id = str(task.id)
+        stored.context_id = task.context_id
+        position = _history_append(task, stored)
+        if task.last_seq == 0:
+            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=_snapshot(task)))
+        task.job_id = str(uuid.uuid4())
+        task.save()
+        since_seq = task.last_seq
+        job_id, task_pk = task.job_id, task.pk
+        transaction.on_commit(lambda: _enqueue_run(task_pk, position, job_id, request))
+    return SendOutcome(task_id=task_pk, since_seq=since_seq)
+
+
+def _enqueue_run(task_pk: uuid.UUID, position: int, job_id: str,
+                 request: SendMessageRequest) -> None:
+    from .tasks import run_agent_task
+
+    configuration = _dict(request.configuration) if request.HasField("configuration") else {}
+    run_agent_task.apply_async(
+        args=[str(task_pk), position], kwargs={"configuration": configuration}, task_id=job_id
+    )
+
+
+def _message_validate(*, agent: Agent, request: SendMessageRequest) -> None:
+    message = request.message
+    if not request.HasField("message"):
+        raise InvalidParamsError("'message' is required.")
+    if not message.message_id:
+        raise InvalidParamsError("message.messageId is required.")
+    if message.role not in (Role.ROLE_USER, Role.ROLE_UNSPECIFIED):
+        raise InvalidParamsError("message.role must be ROLE_USER: clients send user messages.")
+    if not message.parts:
+        raise InvalidParamsError("message.parts must hold at least one part.")
+    for index, part in enumerate(message.parts):
+        if part.WhichOneof("content") is None:
+            raise InvalidParamsError(
+                f"message.parts[{index}] has no content: set one of text, raw, url or data."
+            )
+    accepted_inputs = agent.default_input_modes or ["text/plain"]
+    for index, part in enumerate(message.parts):
+        if part.media_type and not _media_type_matches(part.media_type, accepted_inputs):
+            raise ContentTypeNotSupportedError(
+                f"message.parts[{index}] has media type {part.media_type!r}; this agent "
+                f"accepts {', '.join(accepted_inputs)}."
+            )
+    if request.HasField("configuration"):
+        configuration = request.configuration
+        if configuration.HasField("history_length") and configuration.history_length < 0:
+            raise InvalidParamsError("configuration.historyLength must be zero or positive.")
+        wanted = list(configuration.accepted_output_modes)
+        offered = agent.default_output_modes or ["text/plain"]
+        if wanted and not any(_media_type_matches(w, offered) for w in wanted):
+            raise ContentTypeNotSupportedError(
+                f"configuration.acceptedOutputModes {wanted} has nothing this agent produces "
+                f"({', '.join(offered)})."
+            )
+        if configuration.HasField("task_push_notification_config"):
+            from .errors import PushNotificationNotSupportedError
+
+            raise PushNotificationNotSupportedError(
+                "This agent does not offer push notifications yet."
+            )
+
+
+def _media_type_matches(media_type: str, accepted: list[str]) -> bool:
+    kind = media_type.split(";")[0].strip().lower()
+    for candidate in accepted:
+        candidate = candidate.lower()
+        if candidate in ("*/*", kind) or (
+            candidate.endswith("/*") and kind.startswith(candidate[:-1])
+        ):
+            return True
+    return False
+
+
+def _history_append(task: Task, message: MessageProto) -> int:
+    last = task.messages.order_by("-position").values_list("position", flat=True).first()
+    position = 0 if last is None else last + 1
+    Message.objects.create(
+        task=task, position=position, message_id=message.message_id,
+        role=Role.Name(message.role or Role.ROLE_USER), data=_dict(message),
+    )
+    return position
+
+
+def _snapshot(task: Task) -> TaskProto:
+    from .selectors import task_to_proto
+
+    return task_to_proto(task)
+
+
+def _event_append(task: Task, kind: str, response: StreamResponse) -> int:
+    task.last_seq += 1
+    TaskEvent.objects.create(task=task, seq=task.last_seq, kind=kind, data=_dict(response))
+    task_pk, seq = task.pk, task.last_seq
+    transaction.on_commit(lambda: ring(task_pk, seq))
+    return seq
+
+
+# --- events from the executor -------------------------------------------------------------
+
+def task_event_record(*, task_id: uuid.UUID, event: Event) -> bool:
+    """Persist one executor event and apply it to the task. False if the task had ended."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(pk=task_id)
+        if task.is_terminal:
+            logger.info("Ignoring %s for task %s: it is already %s",
+                        type(event).__name__, task_id, task.state)
+            return False
+        _event_check_ids(task, event)
+        if isinstance(event, TaskProto):
+            _apply_task(task, event)
+            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=_snapshot(task)))
+        elif isinstance(event, TaskStatusUpdateEvent):
+            _apply_status(task, event)
+            _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=event))
+        elif isinstance(event, TaskArtifactUpdateEvent):
+            _apply_artifact(task, event)
+            _event_append(task, TaskEvent.Kind.ARTIFACT, StreamResponse(artifact_update=event))
+        elif isinstance(event, MessageProto):
+            _apply_message(task, event)
+            _event_append(task, TaskEvent.Kind.MESSAGE, StreamResponse(message=event))
+        else:
+            raise InvalidAgentResponseError(f"The agent emitted an unknown event {event!r}.")
+        task.save()
+        return True
+
+
+def _event_check_ids(task: Task, event: Event) -> None:
+    event_task_id = event.id if isinstance(event, TaskProto) else event.task_id
+    if event_task_id and event_task_id != str(task.pk):
+        raise InvalidAgentResponseError(
+            f"The agent emitted an event for task {event_task_id!r} while running {task.pk}."
+        )
+    if event.context_id and event.context_id != task.context_id:
+        raise InvalidAgentResponseError(
+            f"The agent emitted an event for context {event.context_id!r}; the task's is "
+            f"{task.context_id!r}."
+        )
+
+
+def _apply_task(task: Task, event: TaskProto) -> None:
+    if event.HasField("status") and event.status.state != TaskState.TASK_STATE_UNSPECIFIED:
+        _set_status(task, event.status.state, event.status.message
+                    if event.status.HasField("message") else None)
+    if event.HasField("metadata"):
+        task.metadata = {**task.metadata, **_dict(event.metadata)}
+    for artifact in event.artifacts:
+        _artifact_upsert(task, artifact, append=False)
+
+
+def _apply_status(task: Task, event: TaskStatusUpdateEvent) -> None:
+    if event.status.state == TaskState.TASK_STATE_UNSPECIFIED:
+        raise InvalidAgentResponseError("The agent sent a status update without a state.")
+    _set_status(task, event.status.state,
+                event.status.message if event.status.HasField("message") else None)
+    if event.HasField("metadata"):
+        task.metadata = {**task.metadata, **_dict(event.metadata)}
+
+
+def _set_status(task: Task, state: int, message: MessageProto | None) -> None:
+    # As in the SDK's TaskManager: the previous status message moves into the history.
+    if task.status_message:
+        _history_append(task, ParseDict(task.status_message, MessageProto()))
+    task.state = TaskState.Name(state)
+    task.status_message = _dict(message) if message is not None else None
+    task.status_timestamp = timezone.now()
+
+
+def _apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
+    if not event.artifact.artifact_id:
+        raise InvalidAgentResponseError("The agent sent an artifact without an artifactId.")
+    _artifact_upsert(task, event.artifact, append=event.append)
+    task.status_timestamp = timezone.now()
+
+
+def _artifact_upsert(task: Task, artifact: ArtifactProto, *, append: bool) -> None:
+    row = task.artifacts.filter(artifact_id=artifact.artifact_id).first()
+    if row is None:
+        last = task.artifacts.order_by("-position").values_list("position", flat=True).first()
+        Artifact.objects.create(task=task, artifact_id=artifact.artifact_id,
+                                position=0 if last is None else last + 1, data=_dict(artifact))
+        return
+    if append:
+        merged = ParseDict(row.data, ArtifactProto())
+        merged.parts.extend(artifact.parts)
+        if artifact.HasField("metadata"):
+            merged.metadata.update(_dict(artifact.metadata))
+        row.data = _dict(merged)
+    else:
+        row.data = _dict(artifact)
+    row.save(update_fields=["data", "updated_at"])
+
+
+def _apply_message(task: Task, message: MessageProto) -> None:
+    if message.role != Role.ROLE_AGENT:
+        raise InvalidAgentResponseError("A message from the agent must have role ROLE_AGENT.")
+    stored = MessageProto()
+    stored.CopyFrom(message)
+    stored.context_id = task.context_id
+    _history_append(task, stored)
+    # A direct reply ends the exchange: the task is kept (nothing is lost) as completed.
+    task.reply_message_id = message.message_id
+    task.state = COMPLETED
+    task.status_timestamp = timezone.now()
+
+
+# --- cancel, claim, fail --------------------------------------------------------------------
+
+def task_cancel_request(*, agent: Agent, principal: Principal, task_id: str) -> tuple[uuid.UUID, bool]:
+    """Ask for a task to stop. Returns (task id, whether a worker still has to confirm)."""
+    with transaction.atomic():
+        task = task_get_row(agent=agent, principal=principal, task_id=task_id, for_update=True)
+        if task.is_terminal:
+            raise TaskNotCancelableError(
+                f"Task {task_id} is already {task.state}; only unfinished tasks can be canceled."
+            )
+        task.cancel_requested = True
+        running = task.running_since is not None
+        if not running:
+            # Nothing runs it: end it now, and drop the queued job if there is one.
+            _cancel_now(task, "Canceled before the agent started on it.")
+            job_id = task.job_id
+            transaction.on_commit(lambda: _revoke(job_id))
+        task.save()
+        return task.pk, running
+
+
+def task_cancel_force(*, task_id: uuid.UUID, reason: str) -> None:
+    """End a task as canceled when its executor did not confirm the cancel in time."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(pk=task_id)
+        if task.is_terminal:
+            return
+        _cancel_now(task, reason)
+        task.save()
+
+
+def _cancel_now(task: Task, reason: str) -> None:
+    note = MessageProto(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT,
+                        task_id=str(task.pk), context_id=task.context_id)
+    note.parts.add(text=reason)
+    status = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
+    _set_status(task, TaskState.TASK_STATE_CANCELED, note)
+    status.status.CopyFrom(_status_proto(task))
+    _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=status))
+
+
+def task_fail(*, task_id: uuid.UUID, reason: str) -> bool:
+    """Fail a task that has not ended, with `reason` as the status message."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(pk=task_id)
+        if task.is_terminal:
+            return False
+        note = MessageProto(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT,
+                            task_id=str(task.pk), context_id=task.context_id)
+        note.parts.add(text=reason)
+        _set_status(task, TaskState.TASK_STATE_FAILED, note)
+        status = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
+        status.status.CopyFrom(_status_proto(task))
+        _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=status))
+        task.running_since = None
+        task.lease_expires_at = None
+        task.save()
+        return True
+
+
+def _status_proto(task: Task) -> Any:
+    from .selectors import task_status
+
+    return task_status(task)
+
+
+def _revoke(job_id: str) -> None:
+    if not job_id:
+        return
+    try:
+        from a2a_platform.celery import app
+
+        app.control.revoke(job_id)
+    except Exception:  # the broker may not support broadcast; the worker re-checks state anyway
+        logger.warning("Could not revoke job %s; the worker will skip it", job_id, exc_info=True)
+
+
+def task_claim(*, task_id: uuid.UUID) -> str:
+    """Take the task for one run. Returns 'claimed', 'busy' (another run holds it) or 'ended'."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
+    claimed = (
+        Task.objects.filter(pk=task_id, running_since__isnull=True)
+        .exclude(state__in=TERMINAL_STATES)
+        .update(running_since=now, lease_expires_at=lease)
+    )
+    if claimed:
+        return "claimed"
+    state = Task.objects.filter(pk=task_id).values_list("state", flat=True).first()
+    if state is None or state in TERMINAL_STATES:
+        return "ended"
+    return "busy"
+
+
+def task_lease_renew(*, task_id: uuid.UUID) -> bool:
+    """Extend the run's lease; returns whether a cancel was requested."""
+    now = timezone.now()
+    lease = timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
+    # Write only once a third of the lease is used up, not on every poll.
+    Task.objects.filter(
+        pk=task_id, running_since__isnull=False, lease_expires_at__lt=now + lease * 2 / 3
+    ).update(lease_expires_at=now + lease)
+    return bool(Task.objects.filter(pk=task_id).values_list("cancel_requested", flat=True).first())
+
+
+def task_release(*, task_id: uuid.UUID) -> None:
+    Task.objects.filter(pk=task_id).update(running_since=None, lease_expires_at=None)
+
+
+def tasks_reap(*, now: Any = None) -> list[uuid.UUID]:
+    """Fail tasks whose worker stopped renewing its lease (it crashed or was killed)."""
+    now = now or timezone.now()
+    reaped = []
+    stale = Task.objects.filter(running_since__isnull=False, lease_expires_at__lt=now)
+    for task_id, lease in stale.values_list("pk", "lease_expires_at"):
+        reason = (
+            "The worker running this task stopped responding (its lease expired at "
+            f"{lease:%Y-%m-%d %H:%M:%S} UTC); the platform failed the task."
+        )
+        if task_fail(task_id=task_id, reason=reason):
+            reaped.append(task_id)
+        else:
+            task_release(task_id=task_id)
+    return reaped
