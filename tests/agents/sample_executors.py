@@ -1,0 +1,25 @@
+"""An installed AgentExecutor, used to test the `python` executor kind's allowlist."""
+from __future__ import annotations
+
+from a2a.helpers.proto_helpers import new_text_artifact
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+
+
+class ShoutingExecutor(AgentExecutor):
+    def __init__(self, suffix: str = "!") -> None:
+        self.suffix = suffix
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        text = context.get_user_input().upper() + self.suffix
+        await updater.add_artifact(new_text_artifact("shout", text).parts, name="shout")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+class NotAnExecutor:
+    pass

@@ -1,0 +1,156 @@
+"""Fixtures: real PostgreSQL (pytest-django's test database), and for end-to-end tests real
+daphne and Celery worker processes that share that database, reached over real sockets."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from agents.models import Agent, Tenant
+from agents.services import agent_create, api_key_create, tenant_create
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited early:\n{log.read_text()[-4000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"port {port} did not open:\n{log.read_text()[-4000:]}")
+
+
+@dataclass
+class LivePlatform:
+    url: str
+    env: dict[str, str]
+    log_dir: Path
+    worker: subprocess.Popen[bytes]
+
+    def agent_url(self, agent: Agent) -> str:
+        return f"{self.url}/a2a/{agent.tenant.slug}/{agent.slug}/"
+
+    def start_worker(self, name: str) -> subprocess.Popen[bytes]:
+        log = self.log_dir / f"{name}.log"
+        proc = subprocess.Popen(
+            [str(VENV_BIN / "celery"), "-A", "a2a_platform", "worker", "--loglevel=INFO",
+             "--concurrency=2", "--without-gossip", "--without-mingle", "-n", f"{name}@%h"],
+            cwd=ROOT, env=self.env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while "ready" not in log.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start:\n{log.read_text()[-4000:]}")
+            time.sleep(0.1)
+        return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def live_platform(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[LivePlatform]:
+    """daphne + a Celery worker on the test database, for the whole session."""
+    with django_db_blocker.unblock():
+        db = connection.settings_dict
+        database_url = (
+            f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+            if db["ENGINE"].endswith("postgresql") else None
+        )
+    if database_url is None:
+        pytest.skip("end-to-end tests need PostgreSQL (run them with `make test`)")
+    port = _free_port()
+    log_dir = tmp_path_factory.mktemp("live")
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "A2A_VAR_DIR": str(log_dir / "var"),
+        "A2A_BLOCKING_TIMEOUT_SECONDS": "20",
+        "A2A_CANCEL_TIMEOUT_SECONDS": "3",
+        "A2A_POLL_INTERVAL_SECONDS": "0.05",
+        "A2A_PYTHON_EXECUTORS": "tests.agents.sample_executors.ShoutingExecutor",
+        "PYTHONPATH": str(ROOT),
+    }
+    daphne_log = log_dir / "daphne.log"
+    daphne = subprocess.Popen(
+        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+         "a2a_platform.asgi:application"],
+        cwd=ROOT, env=env, stdout=daphne_log.open("wb"), stderr=subprocess.STDOUT,
+    )
+    _wait_for_port(port, daphne, daphne_log)
+    platform = LivePlatform(url=f"http://127.0.0.1:{port}", env=env, log_dir=log_dir,
+                            worker=None)  # type: ignore[arg-type]
+    platform.worker = platform.start_worker("worker")
+    try:
+        yield platform
+    finally:
+        _stop(platform.worker)
+        _stop(daphne)
+
+
+# --- data --------------------------------------------------------------------------------
+
+@dataclass
+class Setup:
+    tenant: Tenant
+    agent: Agent
+    key: str
+
+
+@pytest.fixture
+def make_tenant(db: Any) -> Any:
+    counter = iter(range(10_000))
+
+    def make(slug: str | None = None) -> Tenant:
+        return tenant_create(slug=slug or f"t{next(counter)}-{os.getpid()}")
+
+    return make
+
+
+@pytest.fixture
+def make_agent(db: Any) -> Any:
+    def make(tenant: Tenant, slug: str = "echo", kind: str = "echo",
+             config: dict[str, Any] | None = None, **fields: Any) -> Agent:
+        return agent_create(tenant=tenant, slug=slug, name=slug.title(),
+                            description=f"The {slug} agent.", executor_kind=kind,
+                            executor_config=config or {}, **fields)
+
+    return make
+
+
+@pytest.fixture
+def make_key(db: Any) -> Any:
+    def make(tenant: Tenant, name: str = "key", **fields: Any) -> str:
+        return api_key_create(tenant=tenant, name=name, **fields)[1]
+
+    return make
