@@ -6,6 +6,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.http import HttpRequest
 from django.utils.html import format_html
 
@@ -22,12 +23,19 @@ class TenantAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name")
 
 
+def _https_urls(field: models.Field, **kwargs: Any) -> forms.Field | None:
+    if isinstance(field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return field.formfield(**kwargs)
+
+
 class AgentForm(forms.ModelForm):
     executor_kind = forms.ChoiceField(choices=executor_kind_choices)
 
     class Meta:
         model = Agent
         fields = "__all__"
+        formfield_callback = _https_urls
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -52,6 +60,7 @@ class AgentForm(forms.ModelForm):
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     form = AgentForm
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = ("slug", "tenant", "name", "executor_kind", "visibility", "is_active", "card")
     list_filter = ("tenant", "executor_kind", "visibility", "is_active")
     search_fields = ("slug", "name", "tenant__slug")

@@ -28,7 +28,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30
+                   ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -51,12 +52,12 @@ class LivePlatform:
     def agent_url(self, agent: Agent) -> str:
         return f"{self.url}/a2a/{agent.tenant.slug}/{agent.slug}/"
 
-    def start_worker(self, name: str) -> subprocess.Popen[bytes]:
+    def start_worker(self, name: str, **env: str) -> subprocess.Popen[bytes]:
         log = self.log_dir / f"{name}.log"
         proc = subprocess.Popen(
             [str(VENV_BIN / "celery"), "-A", "a2a_platform", "worker", "--loglevel=INFO",
              "--concurrency=2", "--without-gossip", "--without-mingle", "-n", f"{name}@%h"],
-            cwd=ROOT, env=self.env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+            cwd=ROOT, env={**self.env, **env}, stdout=log.open("wb"), stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while "ready" not in log.read_text():
@@ -66,7 +67,7 @@ class LivePlatform:
         return proc
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -77,8 +78,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="session")
-def live_platform(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[LivePlatform]:
+def live_platform(django_db_setup: Any, django_db_blocker: Any,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[LivePlatform]:
     """daphne + a Celery worker on the test database, for the whole session."""
     with django_db_blocker.unblock():
         db = connection.settings_dict
@@ -114,8 +115,8 @@ def live_platform(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory
     try:
         yield platform
     finally:
-        _stop(platform.worker)
-        _stop(daphne)
+        stop_process(platform.worker)
+        stop_process(daphne)
 
 
 # --- data --------------------------------------------------------------------------------

@@ -1,0 +1,103 @@
+"""Registering tenants, agents and keys: services, management commands and the admin."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
+
+from agents.cards import agent_card_json
+from agents.models import Agent, ApiKey, Tenant
+from agents.services import agent_create
+
+
+def test_agent_create_validates_config_skills_and_modes(make_tenant):
+    tenant = make_tenant()
+    base = dict(tenant=tenant, slug="a", name="A", description="d", executor_kind="echo")
+    with pytest.raises(ValidationError, match="delay_seconds"):
+        agent_create(**base, executor_config={"delay_seconds": -1})
+    with pytest.raises(ValidationError, match="Unknown executor kind"):
+        agent_create(**{**base, "executor_kind": "nope"})
+    with pytest.raises(ValidationError, match="Skill #0"):
+        agent_create(**base, skills=[{"id": "x"}])
+    with pytest.raises(ValidationError, match="media types"):
+        agent_create(**base, default_input_modes=["text"])
+    with pytest.raises(ValidationError, match="slug"):
+        agent_create(**{**base, "slug": "Bad Slug"})
+    assert not Agent.objects.exists()
+
+
+def test_card_declares_interfaces_security_and_extended_skills(make_tenant, make_agent, settings):
+    settings.A2A_PUBLIC_BASE_URL = "https://agents.example.com"
+    agent = make_agent(make_tenant("acme"), "helper",
+                       skills=[{"id": "s", "name": "S", "description": "d", "tags": ["t"]}],
+                       extended_skills=[{"id": "x", "name": "X", "description": "d", "tags": []}])
+    card = agent_card_json(agent)
+    url = "https://agents.example.com/a2a/acme/helper/"
+    assert [(i["url"], i["protocolVersion"]) for i in card["supportedInterfaces"]] == [
+        (url, "1.0"), (url, "0.3")]
+    assert card["url"] == url and card["preferredTransport"] == "JSONRPC"
+    assert card["protocolVersion"] == "0.3"
+    assert set(card["securitySchemes"]) == {"apiKey", "bearer"}
+    assert {} not in card["securityRequirements"]  # private: no anonymous option
+    assert [s["id"] for s in card["skills"]] == ["s"]
+    assert [s["id"] for s in agent_card_json(agent, extended=True)["skills"]] == ["s", "x"]
+    agent.visibility = Agent.Visibility.PUBLIC
+    assert {} in agent_card_json(agent)["securityRequirements"]
+
+
+def test_management_commands_register_everything(db, capsys):
+    call_command("create_tenant", "acme", "--name", "Acme")
+    call_command("create_agent", "acme", "bot", "--kind", "echo", "--config",
+                 '{"delay_seconds": 0.5}', "--public")
+    call_command("create_api_key", "acme", "ops", "--admin", "--agent", "bot")
+    out = capsys.readouterr().out
+    assert "a2a/acme/bot/.well-known/agent-card.json" in out
+    secret = out.split("api key: ")[1].split()[0]
+    key = ApiKey.objects.get(tenant__slug="acme")
+    assert key.is_tenant_admin and key.agent.slug == "bot" and secret.startswith(f"a2a_{key.prefix}_")
+    assert Agent.objects.get(slug="bot").executor_config == {"delay_seconds": 0.5,
+                                                             "input_required": False}
+    with pytest.raises(CommandError, match="No tenant"):
+        call_command("create_agent", "nobody", "bot", "--kind", "echo")
+    with pytest.raises(CommandError, match="delay_seconds"):
+        call_command("create_agent", "acme", "bot2", "--kind", "echo", "--config",
+                     '{"delay_seconds": "slow"}')
+
+
+def test_seed_demo_is_idempotent_and_prints_urls_and_a_working_key(db, capsys):
+    call_command("seed_demo")
+    call_command("seed_demo")
+    lines = capsys.readouterr().out.splitlines()
+    assert sum("echo agent card: " in line for line in lines) == 2
+    assert sum("conformance agent card: " in line for line in lines) == 2
+    assert Tenant.objects.count() == 1 and Agent.objects.count() == 2
+    assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 1
+    conformance = Agent.objects.get(slug="conformance")
+    assert conformance.is_public and conformance.anonymous_scope == "shared"
+
+
+def test_admin_validates_executor_config_and_shows_a_new_key_once(client, make_tenant):
+    tenant = make_tenant()
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-123456789")
+    client.force_login(user)
+    form = {
+        "tenant": tenant.pk, "slug": "bot", "name": "Bot", "description": "d", "version": "1.0.0",
+        "executor_kind": "echo", "executor_config": '{"delay_seconds": "slow"}',
+        "skills": "[]", "extended_skills": "[]", "default_input_modes": "[]",
+        "default_output_modes": "[]", "visibility": "private", "anonymous_scope": "isolated",
+        "is_active": "on",
+    }
+    response = client.post("/admin/agents/agent/add/", form)
+    assert response.status_code == 200 and b"delay_seconds" in response.content
+    assert not Agent.objects.exists()
+    response = client.post("/admin/agents/agent/add/", {**form, "executor_config": "{}"})
+    assert response.status_code == 302, response.content[:2000]
+    assert Agent.objects.get(slug="bot").executor_config == {"input_required": False,
+                                                             "delay_seconds": 0.0}
+    response = client.post("/admin/agents/apikey/add/", {
+        "tenant": tenant.pk, "name": "ops", "principal": "", "scopes": "[]"}, follow=True)
+    key = ApiKey.objects.get(name="ops")
+    shown = [str(m) for m in response.context["messages"]]
+    assert any(f"a2a_{key.prefix}_" in m for m in shown)
+    assert key.principal == "ops" and len(key.secret_hash) == 64

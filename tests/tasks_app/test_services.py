@@ -1,0 +1,191 @@
+"""The task services on real PostgreSQL: send, event recording, cancel, claim and reaping."""
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from django.utils import timezone
+
+from agents.auth import Principal
+from tasks_app.errors import (
+    ContentTypeNotSupportedError,
+    InvalidAgentResponseError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from tasks_app.models import Task, TaskEvent
+from tasks_app.selectors import task_get
+from tasks_app.services import (
+    message_send,
+    task_cancel_request,
+    task_claim,
+    task_event_record,
+    task_release,
+    tasks_reap,
+)
+
+ALICE = Principal(owner="key:alice")
+BOB = Principal(owner="key:bob")
+
+
+@pytest.fixture
+def agent(make_tenant, make_agent):
+    return make_agent(make_tenant(), "echo")
+
+
+def send(agent, principal=ALICE, text="hi", **message_fields):
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER,
+                      parts=[Part(text=text)], **message_fields)
+    return message_send(agent=agent, principal=principal,
+                        request=SendMessageRequest(message=message))
+
+
+def status(task_id, state, text=None):
+    event = TaskStatusUpdateEvent(task_id=str(task_id), status=TaskStatus(state=state))
+    if text:
+        event.status.message.CopyFrom(Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT,
+                                              parts=[Part(text=text)]))
+    return event
+
+
+def test_send_creates_submitted_task_with_history_and_first_event(agent):
+    outcome = send(agent, text="hello")
+    task = Task.objects.get(pk=outcome.task_id)
+    assert task.state == "TASK_STATE_SUBMITTED" and task.owner == "key:alice"
+    assert list(task.messages.values_list("role", flat=True)) == ["ROLE_USER"]
+    event = TaskEvent.objects.get(task=task)
+    assert (event.seq, event.kind) == (1, "task") and outcome.since_seq == 1
+    assert event.data["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+
+@pytest.mark.parametrize("mutate, error, words", [
+    (lambda m: m.ClearField("message_id"), InvalidParamsError, "messageId"),
+    (lambda m: m.ClearField("parts"), InvalidParamsError, "parts"),
+    (lambda m: setattr(m, "role", Role.ROLE_AGENT), InvalidParamsError, "ROLE_USER"),
+    (lambda m: m.parts.add(), InvalidParamsError, "parts[1]"),
+    (lambda m: m.parts.add(url="https://x/y.png", media_type="image/png"),
+     ContentTypeNotSupportedError, "image/png"),
+])
+def test_send_rejects_malformed_messages(agent, mutate, error, words):
+    message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="x")])
+    mutate(message)
+    with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
+        message_send(agent=agent, principal=ALICE, request=SendMessageRequest(message=message))
+    assert not Task.objects.exists()
+
+
+def test_send_rejects_output_modes_the_agent_cannot_produce(agent):
+    request = SendMessageRequest(message=Message(message_id="m", role=Role.ROLE_USER,
+                                                 parts=[Part(text="x")]))
+    request.configuration.accepted_output_modes.append("image/png")
+    with pytest.raises(ContentTypeNotSupportedError, match="acceptedOutputModes"):
+        message_send(agent=agent, principal=ALICE, request=request)
+
+
+def test_continuing_needs_same_owner_and_a_live_task_and_matching_context(agent):
+    task_id = send(agent).task_id
+    with pytest.raises(TaskNotFoundError):
+        send(agent, principal=BOB, task_id=str(task_id))
+    with pytest.raises(InvalidParamsError, match="contextId"):
+        send(agent, task_id=str(task_id), context_id="another")
+    again = send(agent, task_id=str(task_id))
+    assert again.task_id == task_id
+    assert Task.objects.get(pk=task_id).messages.count() == 2
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED))
+    with pytest.raises(UnsupportedOperationError, match="TASK_STATE_COMPLETED"):
+        send(agent, task_id=str(task_id))
+
+
+def test_status_message_moves_into_history_when_replaced(agent):
+    task_id = send(agent).task_id
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING, "w"))
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED, "d"))
+    task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
+    assert [m.parts[0].text for m in task.history] == ["hi", "w"]
+    assert task.status.message.parts[0].text == "d"
+    assert list(TaskEvent.objects.filter(task_id=task_id).values_list("seq", "kind")) == [
+        (1, "task"), (2, "status_update"), (3, "status_update")]
+
+
+def test_artifact_chunks_append_and_replace(agent):
+    task_id = send(agent).task_id
+
+    def chunk(text, append):
+        return TaskArtifactUpdateEvent(task_id=str(task_id), append=append, artifact=Artifact(
+            artifact_id="a1", name="out", parts=[Part(text=text)]))
+
+    task_event_record(task_id=task_id, event=chunk("one ", False))
+    task_event_record(task_id=task_id, event=chunk("two", True))
+    task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
+    assert [p.text for p in task.artifacts[0].parts] == ["one ", "two"]
+    task_event_record(task_id=task_id, event=chunk("fresh", False))
+    task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
+    assert len(task.artifacts) == 1 and [p.text for p in task.artifacts[0].parts] == ["fresh"]
+
+
+def test_events_after_the_end_are_ignored_and_foreign_events_are_refused(agent):
+    task_id = send(agent).task_id
+    with pytest.raises(InvalidAgentResponseError, match="another|while running"):
+        task_event_record(task_id=task_id, event=status(uuid.uuid4(), TaskState.TASK_STATE_WORKING))
+    assert task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_FAILED))
+    assert not task_event_record(
+        task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED))
+    assert Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED"
+
+
+def test_direct_message_reply_completes_and_is_kept_in_history(agent):
+    task_id = send(agent).task_id
+    reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=[Part(text="direct")])
+    task_event_record(task_id=task_id, event=reply)
+    task = Task.objects.get(pk=task_id)
+    assert task.state == "TASK_STATE_COMPLETED" and task.reply_message_id == "r1"
+    assert task.messages.count() == 2
+
+
+def test_cancel_of_unstarted_task_ends_it_at_once_and_terminal_is_not_cancelable(agent):
+    task_id = send(agent).task_id
+    pk, needs_worker = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
+    assert (pk, needs_worker) == (task_id, False)
+    assert Task.objects.get(pk=task_id).state == "TASK_STATE_CANCELED"
+    with pytest.raises(TaskNotCancelableError, match="already TASK_STATE_CANCELED"):
+        task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
+    with pytest.raises(TaskNotFoundError):
+        task_cancel_request(agent=agent, principal=BOB, task_id=str(task_id))
+
+
+def test_cancel_of_running_task_only_flags_it(agent):
+    task_id = send(agent).task_id
+    assert task_claim(task_id=task_id) == "claimed"
+    assert task_claim(task_id=task_id) == "busy"
+    _, needs_worker = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
+    task = Task.objects.get(pk=task_id)
+    assert needs_worker and task.cancel_requested and task.state == "TASK_STATE_SUBMITTED"
+
+
+def test_reaper_fails_tasks_whose_lease_expired_and_spares_live_ones(agent):
+    stale, live = send(agent).task_id, send(agent).task_id
+    for task_id in (stale, live):
+        assert task_claim(task_id=task_id) == "claimed"
+    Task.objects.filter(pk=stale).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert tasks_reap() == [stale]
+    reaped = task_get(agent=agent, principal=ALICE, task_id=str(stale))
+    assert reaped.status.state == TaskState.TASK_STATE_FAILED
+    assert "stopped responding" in reaped.status.message.parts[0].text
+    assert Task.objects.get(pk=stale).running_since is None
+    assert Task.objects.get(pk=live).state == "TASK_STATE_SUBMITTED"
+    task_release(task_id=live)
+    assert task_claim(task_id=stale) == "ended"

@@ -1,0 +1,55 @@
+"""docker-compose.yml, read and checked (there is no Docker engine here): the services it runs
+are the processes the test suite runs natively, with settings the platform actually reads."""
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import yaml
+from django.core.management import get_commands
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS_SOURCE = (ROOT / "a2a_platform" / "settings.py").read_text()
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_compose_runs_the_production_profile():
+    services = compose()["services"]
+    assert {"postgres", "redis", "migrate", "web", "worker", "beat"} <= set(services)
+    assert services["postgres"]["image"].startswith("postgres:15")
+    assert " ".join(services["web"]["command"]).startswith("daphne")
+    assert "a2a_platform.asgi:application" in services["web"]["command"]
+    assert services["worker"]["command"][:4] == ["celery", "-A", "a2a_platform", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "a2a_platform", "beat"]
+    assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    for name in ("web", "worker", "beat"):
+        assert services[name]["depends_on"]["migrate"]["condition"] == (
+            "service_completed_successfully")
+
+
+def test_compose_entry_points_exist():
+    module, attribute = "a2a_platform.asgi:application".split(":")
+    assert hasattr(importlib.import_module(module), attribute)
+    assert importlib.import_module("a2a_platform.celery").app.main == "a2a_platform"
+    assert "migrate" in get_commands()
+
+
+def test_compose_settings_are_ones_the_platform_reads_and_secrets_are_not_inline():
+    for name in ("web", "worker", "beat", "migrate"):
+        environment = compose()["services"][name]["environment"]
+        for key, value in environment.items():
+            assert re.search(rf'"{key}"', SETTINGS_SOURCE), f"{key} is not read by settings.py"
+            if key in ("DJANGO_SECRET_KEY",):
+                assert value.startswith("${"), f"{key} must come from the environment"
+        assert environment["DATABASE_URL"].startswith("postgres://")
+        assert environment["REDIS_URL"].startswith("redis://")
+
+
+def test_dockerfile_copies_every_package():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for package in ("a2a_platform", "agents", "tasks_app", "push_app", "grpc_server", "templates"):
+        assert f"COPY {package} " in dockerfile
