@@ -152,6 +152,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_out": str(_broker_dir / "queue"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        # The default 1 s poll of the queue folder would add up to a second to every task.
+        "polling_interval": 0.05,
     }
     for _sub in ("queue", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)

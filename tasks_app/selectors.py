@@ -66,15 +66,21 @@ def task_to_proto(task: Task, *, history_length: int | None = None,
     proto = TaskProto(id=str(task.id), context_id=task.context_id, status=task_status(task))
     if task.metadata:
         proto.metadata.update(task.metadata)
+    prefetched = getattr(task, "_prefetched_objects_cache", {})
     if include_artifacts:
-        proto.artifacts.extend(
-            ParseDict(a, ArtifactProto()) for a in task.artifacts.values_list("data", flat=True)
+        artifacts = (
+            [a.data for a in prefetched["artifacts"]] if "artifacts" in prefetched
+            else task.artifacts.values_list("data", flat=True)
         )
+        proto.artifacts.extend(ParseDict(a, ArtifactProto()) for a in artifacts)
     if history_length != 0:
-        messages = task.messages.order_by("-position").values_list("data", flat=True)
-        if history_length is not None:
-            messages = messages[:history_length]
-        proto.history.extend(ParseDict(m, MessageProto()) for m in reversed(list(messages)))
+        if "messages" in prefetched:  # a page of tasks: fetched in one query, cut here
+            messages = [m.data for m in prefetched["messages"]]
+            messages = messages[-history_length:] if history_length else messages
+        else:
+            newest = task.messages.order_by("-position").values_list("data", flat=True)
+            messages = list(newest[:history_length] if history_length else newest)[::-1]
+        proto.history.extend(ParseDict(m, MessageProto()) for m in messages)
     return proto
 
 
@@ -129,7 +135,13 @@ def task_list(*, agent: Agent, principal: Principal, request: ListTasksRequest
         tasks = tasks.filter(
             Q(status_timestamp__lt=after) | Q(status_timestamp=after, id__lt=_uuid(cursor.task_id))
         )
-    page = list(tasks.order_by("-status_timestamp", "-id")[: page_size + 1])
+    include_artifacts = request.include_artifacts if request.HasField("include_artifacts") else False
+    page_query = tasks.order_by("-status_timestamp", "-id")
+    if history_length != 0:
+        page_query = page_query.prefetch_related("messages")  # Meta.ordering: by position
+    if include_artifacts:
+        page_query = page_query.prefetch_related("artifacts")
+    page = list(page_query[: page_size + 1])
     next_token = ""
     if len(page) > page_size:
         page = page[:page_size]
@@ -137,7 +149,6 @@ def task_list(*, agent: Agent, principal: Principal, request: ListTasksRequest
         next_token = encode_list_tasks_cursor(
             ListTasksCursor(timestamp_ns=_ns(last.status_timestamp), task_id=str(last.id))
         )
-    include_artifacts = request.include_artifacts if request.HasField("include_artifacts") else False
     return ListTasksResponse(
         tasks=[
             task_to_proto(t, history_length=history_length, include_artifacts=include_artifacts)

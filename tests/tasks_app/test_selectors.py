@@ -74,3 +74,16 @@ def test_list_filters_and_validation(make_tenant, make_agent):
     isolated = Principal(owner="anonymous", is_anonymous=True, can_list=False)
     with pytest.raises(UnsupportedOperationError, match="anonymous"):
         task_list(agent=agent, principal=isolated, request=ListTasksRequest())
+
+
+def test_list_query_count_does_not_grow_with_the_page(make_tenant, make_agent,
+                                                      django_assert_max_num_queries):
+    agent = make_agent(make_tenant())
+    for _ in range(20):
+        send(agent)
+    with django_assert_max_num_queries(4):
+        page = task_list(agent=agent, principal=ALICE,
+                         request=ListTasksRequest(page_size=20, include_artifacts=True))
+    assert len(page.tasks) == 20 and all(len(t.history) == 1 for t in page.tasks)
+    one = task_list(agent=agent, principal=ALICE, request=ListTasksRequest(history_length=1))
+    assert all(len(t.history) == 1 for t in one.tasks)
