@@ -1,4 +1,5 @@
 """Tenants, the agents they host, and the API keys that call them."""
+
 from __future__ import annotations
 
 from django.core.validators import RegexValidator
@@ -81,7 +82,9 @@ class ApiKey(models.Model):
     secret_hash = models.CharField(max_length=64)
     # Tasks are owned by the principal, so a rotated key with the same principal keeps its tasks.
     principal = models.CharField(
-        max_length=200, blank=True, help_text="Owner of the tasks made with this key (default: its name)."
+        max_length=200,
+        blank=True,
+        help_text="Owner of the tasks made with this key (default: its name).",
     )
     scopes = models.JSONField(default=list, blank=True)
     agent = models.ForeignKey(

@@ -1,4 +1,5 @@
 """Writes for tenants, agents and keys. Each service validates fully and owns its transaction."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,7 +55,7 @@ def api_key_create(
     scopes: list[str] | None = None,
     agent: Agent | None = None,
 ) -> tuple[ApiKey, str]:
-    """Create a key; return it with the full secret, which is not stored and cannot be shown again."""
+    """Create a key; return it with the full secret, which is never stored or shown again."""
     if agent is not None and agent.tenant_id != tenant.pk:
         raise ValueError("The key's agent must belong to the key's tenant.")
     prefix, secret = new_key_material()

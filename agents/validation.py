@@ -31,6 +31,11 @@ def agent_validate(agent: Agent) -> None:
         raise ValidationError(errors)
 
 
+def validation_summary(exc: ValidationError) -> str:
+    """One line naming each field and its problems, for the shell."""
+    return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
+
+
 def api_key_scopes_validate(scopes: Any) -> None:
     known = {choice for choice, _ in ApiKey.SCOPE_CHOICES}
     if not isinstance(scopes, list) or not set(scopes) <= known:

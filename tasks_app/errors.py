@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from a2a.utils.error_handlers import build_error_details
-
 from a2a.utils.errors import (
     A2A_ERROR_MAPPING,
     JSON_RPC_ERROR_CODE_MAP,

@@ -4,6 +4,7 @@ Any executor written for the official SDK runs unchanged: it gets a RequestConte
 EventQueue, and every event it enqueues is persisted (TaskEvent row, task updated) before
 `enqueue_event` returns.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -74,14 +75,16 @@ async def _run(task_id: uuid.UUID, position: int, configuration: dict[str, Any])
     except Exception as exc:
         logger.exception("Cannot build executor for agent %s", agent)
         await database_sync_to_async(task_fail)(
-            task_id=task_id, reason=f"The agent's executor could not be started: {exc}")
+            task_id=task_id, reason=f"The agent's executor could not be started: {exc}"
+        )
         return
     request = SendMessageRequest(message=message)
     if configuration:
         request.configuration.CopyFrom(ParseDict(configuration, SendMessageConfiguration()))
     context = RequestContext(
         call_context=ServerCallContext(
-            tenant=f"{agent.tenant.slug}/{agent.slug}", state={"owner": task.owner}),
+            tenant=f"{agent.tenant.slug}/{agent.slug}", state={"owner": task.owner}
+        ),
         request=request,
         task_id=str(task_id),
         context_id=task.context_id,
@@ -95,16 +98,22 @@ async def _run(task_id: uuid.UUID, position: int, configuration: dict[str, Any])
         return
     error = run.exception()
     if error is not None:
-        reason = error.message if isinstance(error, A2AError) else f"{type(error).__name__}: {error}"
+        reason = (
+            error.message if isinstance(error, A2AError) else f"{type(error).__name__}: {error}"
+        )
         logger.warning("Agent %s failed on task %s: %s", agent, task_id, reason)
-        await database_sync_to_async(task_fail)(task_id=task_id, reason=f"The agent failed: {reason}")
+        await database_sync_to_async(task_fail)(
+            task_id=task_id, reason=f"The agent failed: {reason}"
+        )
         return
     state = await database_sync_to_async(
-        lambda: Task.objects.values_list("state", flat=True).get(pk=task_id))()
+        lambda: Task.objects.values_list("state", flat=True).get(pk=task_id)
+    )()
     if state not in TERMINAL_STATES and state not in INTERRUPTED_STATES:
         await database_sync_to_async(task_fail)(
             task_id=task_id,
-            reason=f"The agent's executor returned while the task was still {state}.")
+            reason=f"The agent's executor returned while the task was still {state}.",
+        )
 
 
 async def _supervise(task_id: uuid.UUID, run: asyncio.Future[None]) -> str:
@@ -118,14 +127,21 @@ async def _supervise(task_id: uuid.UUID, run: asyncio.Future[None]) -> str:
             return "cancel"
 
 
-async def _cancel(task_id: uuid.UUID, run: asyncio.Future[None], executor: AgentExecutor,
-                  context: RequestContext, queue: EventQueue) -> None:
+async def _cancel(
+    task_id: uuid.UUID,
+    run: asyncio.Future[None],
+    executor: AgentExecutor,
+    context: RequestContext,
+    queue: EventQueue,
+) -> None:
     run.cancel()
     await asyncio.gather(run, return_exceptions=True)
     try:
-        await asyncio.wait_for(executor.cancel(context, queue),
-                               timeout=settings.A2A_CANCEL_TIMEOUT_SECONDS)
+        await asyncio.wait_for(
+            executor.cancel(context, queue), timeout=settings.A2A_CANCEL_TIMEOUT_SECONDS
+        )
     except Exception:
         logger.warning("The executor's cancel() failed for task %s", task_id, exc_info=True)
     await database_sync_to_async(task_cancel_force)(
-        task_id=task_id, reason=f"Canceled at the caller's request ({timezone.now():%H:%M:%S} UTC).")
+        task_id=task_id, reason=f"Canceled at the caller's request ({timezone.now():%H:%M:%S} UTC)."
+    )

@@ -1,4 +1,5 @@
 """Reads of tasks, always scoped by agent and owner; rows become v1.0 protobuf objects here."""
+
 from __future__ import annotations
 
 import uuid
@@ -35,8 +36,9 @@ def task_scope(*, agent: Agent, principal: Principal) -> QuerySet[Task]:
     return tasks
 
 
-def task_get_row(*, agent: Agent, principal: Principal, task_id: str, for_update: bool = False
-                 ) -> Task:
+def task_get_row(
+    *, agent: Agent, principal: Principal, task_id: str, for_update: bool = False
+) -> Task:
     """The caller's task, or TaskNotFound: another owner's task does not exist for them."""
     if not task_id:
         raise InvalidParamsError("The task 'id' is required.")
@@ -53,23 +55,26 @@ def task_get_row(*, agent: Agent, principal: Principal, task_id: str, for_update
     return task
 
 
-def task_get(*, agent: Agent, principal: Principal, task_id: str,
-             history_length: int | None = None) -> TaskProto:
+def task_get(
+    *, agent: Agent, principal: Principal, task_id: str, history_length: int | None = None
+) -> TaskProto:
     if history_length is not None and history_length < 0:
         raise InvalidParamsError("'historyLength' must be zero or positive.")
     task = task_get_row(agent=agent, principal=principal, task_id=task_id)
     return task_to_proto(task, history_length=history_length)
 
 
-def task_to_proto(task: Task, *, history_length: int | None = None,
-                  include_artifacts: bool = True) -> TaskProto:
+def task_to_proto(
+    task: Task, *, history_length: int | None = None, include_artifacts: bool = True
+) -> TaskProto:
     proto = TaskProto(id=str(task.id), context_id=task.context_id, status=task_status(task))
     if task.metadata:
         proto.metadata.update(task.metadata)
     prefetched = getattr(task, "_prefetched_objects_cache", {})
     if include_artifacts:
         artifacts = (
-            [a.data for a in prefetched["artifacts"]] if "artifacts" in prefetched
+            [a.data for a in prefetched["artifacts"]]
+            if "artifacts" in prefetched
             else task.artifacts.values_list("data", flat=True)
         )
         proto.artifacts.extend(ParseDict(a, ArtifactProto()) for a in artifacts)
@@ -85,7 +90,9 @@ def task_to_proto(task: Task, *, history_length: int | None = None,
 
 
 def task_status(task: Task) -> TaskStatus:
-    status = TaskStatus(state=TaskState.Value(task.state), timestamp=_timestamp(task.status_timestamp))
+    status = TaskStatus(
+        state=TaskState.Value(task.state), timestamp=_timestamp(task.status_timestamp)
+    )
     if task.status_message:
         status.message.CopyFrom(ParseDict(task.status_message, MessageProto()))
     return status
@@ -103,8 +110,9 @@ def task_reply_message(task: Task) -> MessageProto | None:
     return ParseDict(data, MessageProto()) if data is not None else None
 
 
-def task_list(*, agent: Agent, principal: Principal, request: ListTasksRequest
-              ) -> ListTasksResponse:
+def task_list(
+    *, agent: Agent, principal: Principal, request: ListTasksRequest
+) -> ListTasksResponse:
     if not principal.can_list:
         raise UnsupportedOperationError(
             "Listing tasks needs an API key on this agent: anonymous callers are isolated and "
@@ -135,7 +143,9 @@ def task_list(*, agent: Agent, principal: Principal, request: ListTasksRequest
         tasks = tasks.filter(
             Q(status_timestamp__lt=after) | Q(status_timestamp=after, id__lt=_uuid(cursor.task_id))
         )
-    include_artifacts = request.include_artifacts if request.HasField("include_artifacts") else False
+    include_artifacts = (
+        request.include_artifacts if request.HasField("include_artifacts") else False
+    )
     page_query = tasks.order_by("-status_timestamp", "-id")
     if history_length != 0:
         page_query = page_query.prefetch_related("messages")  # Meta.ordering: by position

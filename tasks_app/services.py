@@ -1,6 +1,7 @@
 """Writes of the A2A task lifecycle. Each service validates, owns its transaction, and
 queues follow-up work with `transaction.on_commit`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -60,15 +61,15 @@ def _dict(message: Any) -> dict[str, Any]:
     return MessageToDict(message)
 
 
-def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequest
-                 ) -> SendOutcome:
+def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequest) -> SendOutcome:
     """Create a task or continue one with the user's message, then queue the agent run."""
     message = request.message
     _message_validate(agent=agent, request=request)
     with transaction.atomic():
         if message.task_id:
-            task = task_get_row(agent=agent, principal=principal, task_id=message.task_id,
-                                for_update=True)
+            task = task_get_row(
+                agent=agent, principal=principal, task_id=message.task_id, for_update=True
+            )
             if task.is_terminal:
                 raise UnsupportedOperationError(
                     f"Task {message.task_id} is {task.state} and accepts no more messages; "
@@ -105,8 +106,9 @@ def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequ
     return SendOutcome(task_id=task_pk, since_seq=since_seq)
 
 
-def _enqueue_run(task_pk: uuid.UUID, position: int, job_id: str,
-                 request: SendMessageRequest) -> None:
+def _enqueue_run(
+    task_pk: uuid.UUID, position: int, job_id: str, request: SendMessageRequest
+) -> None:
     from .tasks import run_agent_task
 
     configuration = _dict(request.configuration) if request.HasField("configuration") else {}
@@ -171,8 +173,11 @@ def _history_append(task: Task, message: MessageProto) -> int:
     last = task.messages.order_by("-position").values_list("position", flat=True).first()
     position = 0 if last is None else last + 1
     Message.objects.create(
-        task=task, position=position, message_id=message.message_id,
-        role=Role.Name(message.role or Role.ROLE_USER), data=_dict(message),
+        task=task,
+        position=position,
+        message_id=message.message_id,
+        role=Role.Name(message.role or Role.ROLE_USER),
+        data=_dict(message),
     )
     return position
 
@@ -193,13 +198,18 @@ def _event_append(task: Task, kind: str, response: StreamResponse) -> int:
 
 # --- events from the executor -------------------------------------------------------------
 
+
 def task_event_record(*, task_id: uuid.UUID, event: Event) -> bool:
     """Persist one executor event and apply it to the task. False if the task had ended."""
     with transaction.atomic():
         task = Task.objects.select_for_update().get(pk=task_id)
         if task.is_terminal:
-            logger.info("Ignoring %s for task %s: it is already %s",
-                        type(event).__name__, task_id, task.state)
+            logger.info(
+                "Ignoring %s for task %s: it is already %s",
+                type(event).__name__,
+                task_id,
+                task.state,
+            )
             return False
         _event_check_ids(task, event)
         if isinstance(event, TaskProto):
@@ -235,8 +245,11 @@ def _event_check_ids(task: Task, event: Event) -> None:
 
 def _apply_task(task: Task, event: TaskProto) -> None:
     if event.HasField("status") and event.status.state != TaskState.TASK_STATE_UNSPECIFIED:
-        _set_status(task, event.status.state, event.status.message
-                    if event.status.HasField("message") else None)
+        _set_status(
+            task,
+            event.status.state,
+            event.status.message if event.status.HasField("message") else None,
+        )
     if event.HasField("metadata"):
         task.metadata = {**task.metadata, **_dict(event.metadata)}
     for artifact in event.artifacts:
@@ -246,8 +259,9 @@ def _apply_task(task: Task, event: TaskProto) -> None:
 def _apply_status(task: Task, event: TaskStatusUpdateEvent) -> None:
     if event.status.state == TaskState.TASK_STATE_UNSPECIFIED:
         raise InvalidAgentResponseError("The agent sent a status update without a state.")
-    _set_status(task, event.status.state,
-                event.status.message if event.status.HasField("message") else None)
+    _set_status(
+        task, event.status.state, event.status.message if event.status.HasField("message") else None
+    )
     if event.HasField("metadata"):
         task.metadata = {**task.metadata, **_dict(event.metadata)}
 
@@ -272,8 +286,12 @@ def _artifact_upsert(task: Task, artifact: ArtifactProto, *, append: bool) -> No
     row = task.artifacts.filter(artifact_id=artifact.artifact_id).first()
     if row is None:
         last = task.artifacts.order_by("-position").values_list("position", flat=True).first()
-        Artifact.objects.create(task=task, artifact_id=artifact.artifact_id,
-                                position=0 if last is None else last + 1, data=_dict(artifact))
+        Artifact.objects.create(
+            task=task,
+            artifact_id=artifact.artifact_id,
+            position=0 if last is None else last + 1,
+            data=_dict(artifact),
+        )
         return
     if append:
         merged = ParseDict(row.data, ArtifactProto())
@@ -301,7 +319,10 @@ def _apply_message(task: Task, message: MessageProto) -> None:
 
 # --- cancel, claim, fail --------------------------------------------------------------------
 
-def task_cancel_request(*, agent: Agent, principal: Principal, task_id: str) -> tuple[uuid.UUID, bool]:
+
+def task_cancel_request(
+    *, agent: Agent, principal: Principal, task_id: str
+) -> tuple[uuid.UUID, bool]:
     """Ask for a task to stop. Returns (task id, whether a worker still has to confirm)."""
     with transaction.atomic():
         task = task_get_row(agent=agent, principal=principal, task_id=task_id, for_update=True)
@@ -331,8 +352,12 @@ def task_cancel_force(*, task_id: uuid.UUID, reason: str) -> None:
 
 
 def _cancel_now(task: Task, reason: str) -> None:
-    note = MessageProto(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT,
-                        task_id=str(task.pk), context_id=task.context_id)
+    note = MessageProto(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        task_id=str(task.pk),
+        context_id=task.context_id,
+    )
     note.parts.add(text=reason)
     status = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
     _set_status(task, TaskState.TASK_STATE_CANCELED, note)
@@ -346,8 +371,12 @@ def task_fail(*, task_id: uuid.UUID, reason: str) -> bool:
         task = Task.objects.select_for_update().get(pk=task_id)
         if task.is_terminal:
             return False
-        note = MessageProto(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT,
-                            task_id=str(task.pk), context_id=task.context_id)
+        note = MessageProto(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_AGENT,
+            task_id=str(task.pk),
+            context_id=task.context_id,
+        )
         note.parts.add(text=reason)
         _set_status(task, TaskState.TASK_STATE_FAILED, note)
         status = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)

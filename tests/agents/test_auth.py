@@ -1,4 +1,5 @@
 """API keys and anonymous callers: who may call, and which owner scope they get."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,16 +15,24 @@ def test_key_is_stored_hashed_and_authenticates_to_its_principal(make_tenant, ma
     agent = make_agent(tenant)
     key, secret = api_key_create(tenant=tenant, name="ci", principal="team-a")
     stored = ApiKey.objects.get(pk=key.pk)
-    assert secret not in (stored.secret_hash, stored.prefix) and stored.secret_hash == hash_secret(secret)
+    assert secret not in (stored.secret_hash, stored.prefix) and stored.secret_hash == hash_secret(
+        secret
+    )
     principal = authenticate(agent=agent, raw_key=secret)
     assert principal.owner == "key:team-a" and not principal.is_tenant_admin
     assert ApiKey.objects.get(pk=key.pk).last_used_at is not None
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda s: s + "x", lambda s: s[:-1], lambda s: "a2a_deadbeef_" + s.split("_", 2)[2],
-    lambda s: "nonsense", lambda s: "",
-])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda s: s + "x",
+        lambda s: s[:-1],
+        lambda s: "a2a_deadbeef_" + s.split("_", 2)[2],
+        lambda s: "nonsense",
+        lambda s: "",
+    ],
+)
 def test_wrong_keys_are_refused(make_tenant, make_agent, mangle):
     tenant = make_tenant()
     agent = make_agent(tenant)

@@ -1,4 +1,5 @@
 """Registering tenants, agents and keys: services, management commands and the admin."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,13 +30,18 @@ def test_agent_create_validates_config_skills_and_modes(make_tenant):
 
 def test_card_declares_interfaces_security_and_extended_skills(make_tenant, make_agent, settings):
     settings.A2A_PUBLIC_BASE_URL = "https://agents.example.com"
-    agent = make_agent(make_tenant("acme"), "helper",
-                       skills=[{"id": "s", "name": "S", "description": "d", "tags": ["t"]}],
-                       extended_skills=[{"id": "x", "name": "X", "description": "d", "tags": []}])
+    agent = make_agent(
+        make_tenant("acme"),
+        "helper",
+        skills=[{"id": "s", "name": "S", "description": "d", "tags": ["t"]}],
+        extended_skills=[{"id": "x", "name": "X", "description": "d", "tags": []}],
+    )
     card = agent_card_json(agent)
     url = "https://agents.example.com/a2a/acme/helper/"
     assert [(i["url"], i["protocolVersion"]) for i in card["supportedInterfaces"]] == [
-        (url, "1.0"), (url, "0.3")]
+        (url, "1.0"),
+        (url, "0.3"),
+    ]
     assert card["url"] == url and card["preferredTransport"] == "JSONRPC"
     assert card["protocolVersion"] == "0.3"
     assert set(card["securitySchemes"]) == {"apiKey", "bearer"}
@@ -48,21 +54,40 @@ def test_card_declares_interfaces_security_and_extended_skills(make_tenant, make
 
 def test_management_commands_register_everything(db, capsys):
     call_command("create_tenant", "acme", "--name", "Acme")
-    call_command("create_agent", "acme", "bot", "--kind", "echo", "--config",
-                 '{"delay_seconds": 0.5}', "--public")
+    call_command(
+        "create_agent",
+        "acme",
+        "bot",
+        "--kind",
+        "echo",
+        "--config",
+        '{"delay_seconds": 0.5}',
+        "--public",
+    )
     call_command("create_api_key", "acme", "ops", "--admin", "--agent", "bot")
     out = capsys.readouterr().out
     assert "a2a/acme/bot/.well-known/agent-card.json" in out
     secret = out.split("api key: ")[1].split()[0]
     key = ApiKey.objects.get(tenant__slug="acme")
-    assert key.is_tenant_admin and key.agent.slug == "bot" and secret.startswith(f"a2a_{key.prefix}_")
-    assert Agent.objects.get(slug="bot").executor_config == {"delay_seconds": 0.5,
-                                                             "input_required": False}
+    assert (
+        key.is_tenant_admin and key.agent.slug == "bot" and secret.startswith(f"a2a_{key.prefix}_")
+    )
+    assert Agent.objects.get(slug="bot").executor_config == {
+        "delay_seconds": 0.5,
+        "input_required": False,
+    }
     with pytest.raises(CommandError, match="No tenant"):
         call_command("create_agent", "nobody", "bot", "--kind", "echo")
     with pytest.raises(CommandError, match="delay_seconds"):
-        call_command("create_agent", "acme", "bot2", "--kind", "echo", "--config",
-                     '{"delay_seconds": "slow"}')
+        call_command(
+            "create_agent",
+            "acme",
+            "bot2",
+            "--kind",
+            "echo",
+            "--config",
+            '{"delay_seconds": "slow"}',
+        )
 
 
 def test_seed_demo_is_idempotent_and_prints_urls_and_a_working_key(db, capsys):
@@ -82,10 +107,19 @@ def test_admin_validates_executor_config_and_shows_a_new_key_once(client, make_t
     user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-123456789")
     client.force_login(user)
     form = {
-        "tenant": tenant.pk, "slug": "bot", "name": "Bot", "description": "d", "version": "1.0.0",
-        "executor_kind": "echo", "executor_config": '{"delay_seconds": "slow"}',
-        "skills": "[]", "extended_skills": "[]", "default_input_modes": "[]",
-        "default_output_modes": "[]", "visibility": "private", "anonymous_scope": "isolated",
+        "tenant": tenant.pk,
+        "slug": "bot",
+        "name": "Bot",
+        "description": "d",
+        "version": "1.0.0",
+        "executor_kind": "echo",
+        "executor_config": '{"delay_seconds": "slow"}',
+        "skills": "[]",
+        "extended_skills": "[]",
+        "default_input_modes": "[]",
+        "default_output_modes": "[]",
+        "visibility": "private",
+        "anonymous_scope": "isolated",
         "is_active": "on",
     }
     response = client.post("/admin/agents/agent/add/", form)
@@ -93,10 +127,15 @@ def test_admin_validates_executor_config_and_shows_a_new_key_once(client, make_t
     assert not Agent.objects.exists()
     response = client.post("/admin/agents/agent/add/", {**form, "executor_config": "{}"})
     assert response.status_code == 302, response.content[:2000]
-    assert Agent.objects.get(slug="bot").executor_config == {"input_required": False,
-                                                             "delay_seconds": 0.0}
-    response = client.post("/admin/agents/apikey/add/", {
-        "tenant": tenant.pk, "name": "ops", "principal": "", "scopes": "[]"}, follow=True)
+    assert Agent.objects.get(slug="bot").executor_config == {
+        "input_required": False,
+        "delay_seconds": 0.0,
+    }
+    response = client.post(
+        "/admin/agents/apikey/add/",
+        {"tenant": tenant.pk, "name": "ops", "principal": "", "scopes": "[]"},
+        follow=True,
+    )
     key = ApiKey.objects.get(name="ops")
     shown = [str(m) for m in response.context["messages"]]
     assert any(f"a2a_{key.prefix}_" in m for m in shown)

@@ -1,8 +1,8 @@
 """Official a2a-sdk clients for the end-to-end tests: v1.0 JSON-RPC and the v0.3 compat client."""
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx

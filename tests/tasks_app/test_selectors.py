@@ -1,4 +1,5 @@
 """Reads: owner scoping, tenant-admin scope, ListTasks filters and keyset paging."""
+
 from __future__ import annotations
 
 import uuid
@@ -18,10 +19,17 @@ ADMIN = Principal(owner="key:root", is_tenant_admin=True)
 
 
 def send(agent, principal=ALICE, context_id=""):
-    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="x")],
-                      context_id=context_id)
-    return str(message_send(agent=agent, principal=principal,
-                            request=SendMessageRequest(message=message)).task_id)
+    message = Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_USER,
+        parts=[Part(text="x")],
+        context_id=context_id,
+    )
+    return str(
+        message_send(
+            agent=agent, principal=principal, request=SendMessageRequest(message=message)
+        ).task_id
+    )
 
 
 def test_get_is_scoped_by_owner_agent_and_admin(make_tenant, make_agent):
@@ -45,8 +53,9 @@ def test_list_pages_through_everything_once_in_newest_first_order(make_tenant, m
     send(agent, principal=BOB)
     seen, token = [], ""
     while True:
-        page = task_list(agent=agent, principal=ALICE,
-                         request=ListTasksRequest(page_size=3, page_token=token))
+        page = task_list(
+            agent=agent, principal=ALICE, request=ListTasksRequest(page_size=3, page_token=token)
+        )
         assert page.total_size == 7 and page.page_size == 3
         seen += [t.id for t in page.tasks]
         token = page.next_page_token
@@ -60,15 +69,24 @@ def test_list_filters_and_validation(make_tenant, make_agent):
     a = send(agent, context_id="ctx-a")
     send(agent, context_id="ctx-b")
     Task.objects.filter(pk=a).update(state="TASK_STATE_COMPLETED")
-    by_context = task_list(agent=agent, principal=ALICE, request=ListTasksRequest(context_id="ctx-a"))
+    by_context = task_list(
+        agent=agent, principal=ALICE, request=ListTasksRequest(context_id="ctx-a")
+    )
     assert [t.id for t in by_context.tasks] == [a]
-    by_state = task_list(agent=agent, principal=ALICE,
-                         request=ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED))
+    by_state = task_list(
+        agent=agent,
+        principal=ALICE,
+        request=ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED),
+    )
     assert [t.id for t in by_state.tasks] == [a]
     no_history = task_list(agent=agent, principal=ALICE, request=ListTasksRequest(history_length=0))
     assert all(len(t.history) == 0 for t in no_history.tasks)
-    for bad in (ListTasksRequest(page_size=101), ListTasksRequest(page_size=0),
-                ListTasksRequest(page_token="garbage!"), ListTasksRequest(history_length=-2)):
+    for bad in (
+        ListTasksRequest(page_size=101),
+        ListTasksRequest(page_size=0),
+        ListTasksRequest(page_token="garbage!"),
+        ListTasksRequest(history_length=-2),
+    ):
         with pytest.raises(InvalidParamsError):
             task_list(agent=agent, principal=ALICE, request=bad)
     isolated = Principal(owner="anonymous", is_anonymous=True, can_list=False)
@@ -76,14 +94,18 @@ def test_list_filters_and_validation(make_tenant, make_agent):
         task_list(agent=agent, principal=isolated, request=ListTasksRequest())
 
 
-def test_list_query_count_does_not_grow_with_the_page(make_tenant, make_agent,
-                                                      django_assert_max_num_queries):
+def test_list_query_count_does_not_grow_with_the_page(
+    make_tenant, make_agent, django_assert_max_num_queries
+):
     agent = make_agent(make_tenant())
     for _ in range(20):
         send(agent)
     with django_assert_max_num_queries(4):
-        page = task_list(agent=agent, principal=ALICE,
-                         request=ListTasksRequest(page_size=20, include_artifacts=True))
+        page = task_list(
+            agent=agent,
+            principal=ALICE,
+            request=ListTasksRequest(page_size=20, include_artifacts=True),
+        )
     assert len(page.tasks) == 20 and all(len(t.history) == 1 for t in page.tasks)
     one = task_list(agent=agent, principal=ALICE, request=ListTasksRequest(history_length=1))
     assert all(len(t.history) == 1 for t in one.tasks)

@@ -1,4 +1,5 @@
 """manage.py create_agent <tenant> <slug> --kind echo [--config JSON] [--public] ..."""
+
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ from agents.cards import agent_base_url
 from agents.executors import REGISTRY
 from agents.models import Agent, Tenant
 from agents.services import agent_create
+from agents.validation import validation_summary
 
 
 class Command(BaseCommand):
@@ -25,8 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--description", default="")
         parser.add_argument("--skills", default="[]", help="A JSON list of AgentSkill objects.")
         parser.add_argument("--public", action="store_true", help="Allow anonymous calls.")
-        parser.add_argument("--anonymous-scope", choices=["isolated", "shared"],
-                            default="isolated")
+        parser.add_argument("--anonymous-scope", choices=["isolated", "shared"], default="isolated")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
@@ -46,9 +47,11 @@ class Command(BaseCommand):
                 executor_kind=options["kind"],
                 executor_config=config,
                 skills=skills,
-                visibility=Agent.Visibility.PUBLIC if options["public"] else Agent.Visibility.PRIVATE,
+                visibility=Agent.Visibility.PUBLIC
+                if options["public"]
+                else Agent.Visibility.PRIVATE,
                 anonymous_scope=options["anonymous_scope"],
             )
         except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+            raise CommandError(validation_summary(exc)) from None
         self.stdout.write(f"card: {agent_base_url(agent)}.well-known/agent-card.json")

@@ -1,4 +1,5 @@
 """manage.py create_api_key <tenant> <name> [--admin] [--agent SLUG] [--principal P]"""
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,6 +30,10 @@ class Command(BaseCommand):
             if agent is None:
                 raise CommandError(f"Tenant {tenant.slug} has no agent {options['agent']!r}.")
         _, secret = api_key_create(
-            tenant=tenant, name=options["name"], principal=options["principal"], agent=agent,
-            scopes=[ApiKey.SCOPE_TENANT_ADMIN] if options["admin"] else [])
+            tenant=tenant,
+            name=options["name"],
+            principal=options["principal"],
+            agent=agent,
+            scopes=[ApiKey.SCOPE_TENANT_ADMIN] if options["admin"] else [],
+        )
         self.stdout.write(f"api key: {secret}")

@@ -1,4 +1,5 @@
 """manage.py create_tenant <slug> [--name NAME]"""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.services import tenant_create
+from agents.validation import validation_summary
 
 
 class Command(BaseCommand):
@@ -20,5 +22,5 @@ class Command(BaseCommand):
         try:
             tenant = tenant_create(slug=options["slug"], name=options["name"])
         except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+            raise CommandError(validation_summary(exc)) from None
         self.stdout.write(f"tenant {tenant.slug} created")

@@ -1,4 +1,5 @@
 """manage.py seed_demo: the demo tenant, its agents and a fresh API key (idempotent)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,15 @@ DEMO_AGENTS: list[dict[str, Any]] = [
         "description": "Echoes your text back as an artifact.",
         "executor_kind": "echo",
         "visibility": Agent.Visibility.PRIVATE,
-        "skills": [{"id": "echo", "name": "Echo", "description": "Repeats what you send.",
-                    "tags": ["demo"], "examples": ["hello"]}],
+        "skills": [
+            {
+                "id": "echo",
+                "name": "Echo",
+                "description": "Repeats what you send.",
+                "tags": ["demo"],
+                "examples": ["hello"],
+            }
+        ],
     },
     {
         "slug": "conformance",
@@ -28,9 +36,14 @@ DEMO_AGENTS: list[dict[str, Any]] = [
         "executor_kind": "conformance",
         "visibility": Agent.Visibility.PUBLIC,
         "anonymous_scope": Agent.AnonymousScope.SHARED,
-        "skills": [{"id": "tck", "name": "TCK scenarios",
-                    "description": "Deterministic behaviour keyed on the messageId prefix.",
-                    "tags": ["conformance"]}],
+        "skills": [
+            {
+                "id": "tck",
+                "name": "TCK scenarios",
+                "description": "Deterministic behaviour keyed on the messageId prefix.",
+                "tags": ["conformance"],
+            }
+        ],
     },
 ]
 
@@ -44,14 +57,18 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["tenant"]).first() or tenant_create(
-            slug=options["tenant"], name="Demo")
+            slug=options["tenant"], name="Demo"
+        )
         for spec in DEMO_AGENTS:
             agent = tenant.agents.filter(slug=spec["slug"]).first() or agent_create(
-                tenant=tenant, **spec)
-            self.stdout.write(f"{agent.slug} agent card: "
-                              f"{agent_base_url(agent)}.well-known/agent-card.json")
+                tenant=tenant, **spec
+            )
+            self.stdout.write(
+                f"{agent.slug} agent card: {agent_base_url(agent)}.well-known/agent-card.json"
+            )
         # The secret of an old key cannot be shown again, so each run issues a new one.
         ApiKey.objects.filter(tenant=tenant, name="demo", revoked_at__isnull=True).update(
-            revoked_at=timezone.now())
+            revoked_at=timezone.now()
+        )
         _, secret = api_key_create(tenant=tenant, name="demo", principal="demo")
         self.stdout.write(f"demo API key: {secret}")
