@@ -1,4 +1,5 @@
 """ASGI entry point: daphne serves HTTP (and, later, SSE) through Channels."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The Celery application shared by workers and beat."""
+
 from __future__ import annotations
 
 import os

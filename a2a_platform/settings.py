@@ -4,6 +4,7 @@ Every value has a default that suits the embedded profile (SQLite, filesystem br
 in-memory channel layer); production sets DATABASE_URL, CELERY_BROKER_URL and REDIS_URL.
 A malformed value raises ImproperlyConfigured at start-up instead of being guessed.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Root URLs: the admin, and every hosted agent under /a2a/<tenant>/<agent>/."""
+
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import path

@@ -1,4 +1,5 @@
 """WSGI entry point, for management tooling only; the platform is served over ASGI."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application

@@ -1,4 +1,5 @@
 """Admin for registration: tenants, agents (executor config validated on save), API keys."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -39,9 +40,21 @@ class AgentForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        probe = Agent(**{k: v for k, v in cleaned.items() if k in {
-            "executor_kind", "executor_config", "skills", "extended_skills",
-            "default_input_modes", "default_output_modes"}})
+        probe = Agent(
+            **{
+                k: v
+                for k, v in cleaned.items()
+                if k
+                in {
+                    "executor_kind",
+                    "executor_config",
+                    "skills",
+                    "extended_skills",
+                    "default_input_modes",
+                    "default_output_modes",
+                }
+            }
+        )
         for field in ("skills", "extended_skills", "default_input_modes", "default_output_modes"):
             if getattr(probe, field) is None:
                 setattr(probe, field, [])
@@ -102,6 +115,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             obj.principal = obj.principal or obj.name
             super().save_model(request, obj, form, change)
             messages.warning(
-                request, f"API key created. Copy it now, it is not shown again: {secret}")
+                request, f"API key created. Copy it now, it is not shown again: {secret}"
+            )
             return
         super().save_model(request, obj, form, change)

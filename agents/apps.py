@@ -1,4 +1,5 @@
 """App config for tenants, agents and keys."""
+
 from django.apps import AppConfig
 
 

@@ -1,4 +1,5 @@
 """Who is calling an agent: API keys, anonymous callers, and the owner scope of their tasks."""
+
 from __future__ import annotations
 
 import hashlib
@@ -43,17 +44,13 @@ def credentials_from_headers(headers: dict[str, str]) -> str | None:
     if authorization:
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
-            raise AuthenticationRequired(
-                "The Authorization header must be 'Bearer <api key>'."
-            )
+            raise AuthenticationRequired("The Authorization header must be 'Bearer <api key>'.")
         return value.strip()
     api_key = headers.get("x-api-key", "").strip()
     return api_key or None
 
 
-def authenticate(
-    *, agent: Agent, raw_key: str | None, require_key: bool = False
-) -> Principal:
+def authenticate(*, agent: Agent, raw_key: str | None, require_key: bool = False) -> Principal:
     """Resolve the caller of `agent`. Raises AuthenticationRequired (HTTP 401)."""
     if raw_key is None:
         if require_key:
@@ -85,9 +82,7 @@ def _key_for(*, agent: Agent, raw_key: str) -> ApiKey | None:
     if len(parts) < 3 or parts[0] != KEY_PREFIX:
         return None
     key = (
-        ApiKey.objects.filter(
-            prefix=parts[1], tenant_id=agent.tenant_id, revoked_at__isnull=True
-        )
+        ApiKey.objects.filter(prefix=parts[1], tenant_id=agent.tenant_id, revoked_at__isnull=True)
         .only("id", "secret_hash", "principal", "scopes", "agent_id", "last_used_at")
         .first()
     )

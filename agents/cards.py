@@ -1,4 +1,5 @@
 """Agent cards: one v1.0 AgentCard, served with the v0.3 fields merged in for 0.3 clients."""
+
 from __future__ import annotations
 
 import hashlib
@@ -40,10 +41,16 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
         version=agent.version,
         supported_interfaces=[
             # The 1.0 interface comes first: v1.0 clients take the first one they support.
-            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC.value,
-                           protocol_version=PROTOCOL_VERSION_1_0),
-            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC.value,
-                           protocol_version=PROTOCOL_VERSION_0_3),
+            AgentInterface(
+                url=url,
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=PROTOCOL_VERSION_1_0,
+            ),
+            AgentInterface(
+                url=url,
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=PROTOCOL_VERSION_0_3,
+            ),
         ],
         capabilities=AgentCapabilities(
             streaming=False, push_notifications=False, extended_agent_card=True
@@ -51,11 +58,16 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
         default_input_modes=agent.default_input_modes or ["text/plain"],
         default_output_modes=agent.default_output_modes or ["text/plain"],
         security_schemes={
-            API_KEY_SCHEME: SecurityScheme(api_key_security_scheme=APIKeySecurityScheme(
-                location="header", name="X-API-Key",
-                description="A tenant API key.")),
-            BEARER_SCHEME: SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
-                scheme="bearer", description="A tenant API key as a bearer token.")),
+            API_KEY_SCHEME: SecurityScheme(
+                api_key_security_scheme=APIKeySecurityScheme(
+                    location="header", name="X-API-Key", description="A tenant API key."
+                )
+            ),
+            BEARER_SCHEME: SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="bearer", description="A tenant API key as a bearer token."
+                )
+            ),
         },
         security_requirements=_security_requirements(agent),
     )
@@ -64,8 +76,9 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
     if agent.icon_url:
         card.icon_url = agent.icon_url
     if agent.provider_organization:
-        card.provider.CopyFrom(AgentProvider(
-            organization=agent.provider_organization, url=agent.provider_url))
+        card.provider.CopyFrom(
+            AgentProvider(organization=agent.provider_organization, url=agent.provider_url)
+        )
     skills = list(agent.skills) + (list(agent.extended_skills) if extended else [])
     card.skills.extend(ParseDict(skill, AgentSkill()) for skill in skills)
     return card

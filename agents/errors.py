@@ -1,4 +1,5 @@
 """Errors about who is calling: raised before any A2A method runs."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """Reads for agents."""
+
 from __future__ import annotations
 
 from .errors import AgentNotFound

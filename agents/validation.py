@@ -1,4 +1,5 @@
 """Validation of an agent's registration: executor config, skills and modes."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,9 +24,7 @@ def agent_validate(agent: Agent) -> None:
             errors[field] = problem
     for field in ("default_input_modes", "default_output_modes"):
         value = getattr(agent, field)
-        if not isinstance(value, list) or not all(
-            isinstance(m, str) and "/" in m for m in value
-        ):
+        if not isinstance(value, list) or not all(isinstance(m, str) and "/" in m for m in value):
             errors[field] = 'Give a list of media types, e.g. ["text/plain"].'
     if errors:
         raise ValidationError(errors)

@@ -1,4 +1,5 @@
 """The public agent card, with HTTP caching headers."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse

@@ -7,6 +7,7 @@
 Each request is a real round trip: HTTP -> service -> Celery -> executor -> database -> waiter.
 Figures depend on the profile (SQLite + filesystem broker polls; PostgreSQL + Redis rings).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,13 +20,24 @@ import httpx
 
 
 async def one(http: httpx.AsyncClient, url: str) -> tuple[float, bool]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "bench"}]}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": "bench"}],
+            }
+        },
+    }
     started = time.perf_counter()
     response = await http.post(url, json=body)
     ok = response.status_code == 200 and (
         response.json().get("result", {}).get("task", {}).get("status", {}).get("state")
-        == "TASK_STATE_COMPLETED")
+        == "TASK_STATE_COMPLETED"
+    )
     return time.perf_counter() - started, ok
 
 
@@ -39,6 +51,7 @@ async def main() -> None:
     headers = {"X-API-Key": args.key, "A2A-Version": "1.0"}
     limit = asyncio.Semaphore(args.concurrency)
     async with httpx.AsyncClient(headers=headers, timeout=120) as http:
+
         async def guarded() -> tuple[float, bool]:
             async with limit:
                 return await one(http, args.url)

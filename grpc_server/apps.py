@@ -1,4 +1,5 @@
 """App config for the gRPC sidecar, which arrives with its own issue."""
+
 from django.apps import AppConfig
 
 

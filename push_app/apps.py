@@ -1,4 +1,5 @@
 """App config for push notifications (configs, outbox, delivery): models arrive with that issue."""
+
 from django.apps import AppConfig
 
 

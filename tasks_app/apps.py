@@ -1,4 +1,5 @@
 """App config for tasks and the A2A services."""
+
 from django.apps import AppConfig
 
 

@@ -3,13 +3,16 @@
 The services speak v1.0 protobuf only; v0.3 JSON is validated with the SDK's v0.3 models and
 converted with its `a2a.compat.v0_3.conversions` on the way in and out.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from a2a.compat.v0_3 import conversions
 from a2a.compat.v0_3 import types as v03
 from a2a.types import ListTasksRequest
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 from packaging.version import InvalidVersion, Version
@@ -21,9 +24,11 @@ from .errors import InvalidParamsError, VersionNotSupportedError
 V1_0 = "1.0"
 V0_3 = "0.3"
 SUPPORTED_VERSIONS = (V1_0, V0_3)
+_SPOKEN = ", ".join(SUPPORTED_VERSIONS)
 
 P = TypeVar("P", bound=ProtoMessage)
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def dialect_of(header_value: str | None, query_value: str | None) -> str:
@@ -33,24 +38,48 @@ def dialect_of(header_value: str | None, query_value: str | None) -> str:
         return V0_3  # the spec: an absent version means 0.3
     try:
         version = Version(raw)
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a number too long for int()
         raise VersionNotSupportedError(
-            f"A2A-Version {raw!r} is not a version; this agent speaks {', '.join(SUPPORTED_VERSIONS)}."
+            f"A2A-Version {raw!r} is not a version; this agent speaks {_SPOKEN}."
         ) from None
     major_minor = f"{version.major}.{version.minor}"
     if major_minor not in SUPPORTED_VERSIONS:
         raise VersionNotSupportedError(
-            f"A2A-Version {raw} is not supported; this agent speaks {', '.join(SUPPORTED_VERSIONS)}."
+            f"A2A-Version {raw} is not supported; this agent speaks {_SPOKEN}."
         )
     return major_minor
 
 
 def v10_params(params: dict[str, Any], message_type: type[P]) -> P:
-    """Parse v1.0 params into the request proto; unknown fields are ignored (forward compat)."""
+    """Parse v1.0 params into the request proto.
+
+    Unknown field names are dropped for forward compatibility, as the SDK does. Protobuf's own
+    lenient mode would also turn an unknown enum name ("ROLE_BOSS") into the default value, so
+    the unknown names are removed first and the parse itself stays strict.
+    """
     try:
-        return ParseDict(params, message_type(), ignore_unknown_fields=True)
-    except ParseError as exc:
+        return ParseDict(_known_fields(params, message_type.DESCRIPTOR), message_type())
+    except (ParseError, ValueError, RecursionError) as exc:
         raise InvalidParamsError(f"Invalid params for {message_type.__name__}: {exc}") from None
+
+
+def _known_fields(value: Any, descriptor: Descriptor) -> Any:
+    """A copy of a proto-JSON object without the keys its message type does not define."""
+    if not isinstance(value, dict) or descriptor.full_name.startswith("google.protobuf."):
+        return value  # well-known types (Struct, Timestamp, ...) have their own JSON forms
+    fields = {f.json_name: f for f in descriptor.fields} | {f.name: f for f in descriptor.fields}
+    known: dict[str, Any] = {}
+    for key, item in value.items():
+        field = fields.get(key)
+        if field is None:
+            continue
+        if field.message_type is None or field.message_type.GetOptions().map_entry:
+            known[key] = item
+        elif isinstance(item, list):  # a repeated message field
+            known[key] = [_known_fields(element, field.message_type) for element in item]
+        else:
+            known[key] = _known_fields(item, field.message_type)
+    return known
 
 
 def v03_request(model: type[M], method: str, params: dict[str, Any]) -> M:
@@ -65,14 +94,31 @@ def v03_request(model: type[M], method: str, params: dict[str, Any]) -> M:
         raise InvalidParamsError(f"Invalid params for {method}: {problems}") from None
 
 
+def v03_convert(method: str, convert: Callable[[Any], T], value: Any) -> T:
+    """Run a v0.3 -> v1.0 conversion. What v1.0 cannot hold (an int32 overflow, bad base64,
+    an unpaired surrogate, nesting too deep) is the client's invalid params, not our fault."""
+    try:
+        return convert(value)
+    except (ValueError, ParseError) as exc:
+        raise InvalidParamsError(f"Invalid params for {method}: {exc}") from None
+
+
 _V03_STATES = {state.value: state for state in v03.TaskState}
 
 
 def v03_list_request(params: dict[str, Any]) -> ListTasksRequest:
     """tasks/list (v0.3 ListTasksParams) has no SDK model: map its fields by hand."""
     request = ListTasksRequest()
-    known = {"contextId", "status", "pageSize", "pageToken", "historyLength",
-             "lastUpdatedAfter", "includeArtifacts", "metadata"}
+    known = {
+        "contextId",
+        "status",
+        "pageSize",
+        "pageToken",
+        "historyLength",
+        "lastUpdatedAfter",
+        "includeArtifacts",
+        "metadata",
+    }
     unknown = sorted(set(params) - known)
     if unknown:
         raise InvalidParamsError(f"Unknown tasks/list params: {', '.join(unknown)}.")
@@ -82,9 +128,11 @@ def v03_list_request(params: dict[str, Any]) -> ListTasksRequest:
         status = _typed(params, "status", str)
         if status not in _V03_STATES:
             raise InvalidParamsError(
-                f"'status' {status!r} is not a task state; use one of {', '.join(_V03_STATES)}.")
+                f"'status' {status!r} is not a task state; use one of {', '.join(_V03_STATES)}."
+            )
         request.status = conversions.to_core_task_status(
-            v03.TaskStatus(state=_V03_STATES[status])).state
+            v03.TaskStatus(state=_V03_STATES[status])
+        ).state
     if "pageSize" in params:
         request.page_size = _typed(params, "pageSize", int)
     if "pageToken" in params:
@@ -110,4 +158,3 @@ def _typed(params: dict[str, Any], name: str, kind: type) -> Any:
 
 def v03_dump(model: BaseModel) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-

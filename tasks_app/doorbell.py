@@ -3,6 +3,7 @@
 Postgres is the truth; the doorbell only lets waiters wake early. Without a cross-process
 channel layer (the embedded profile's in-memory layer) nobody rings and waiters poll.
 """
+
 from __future__ import annotations
 
 import asyncio

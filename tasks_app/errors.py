@@ -4,6 +4,7 @@ The error classes are the ones `a2a-sdk` ships (`a2a.utils.errors`); the SDK als
 spec's tables from class to JSON-RPC code, HTTP status and gRPC status, which every binding
 reads through the helpers below, so a code is decided in exactly one place.
 """
+
 from __future__ import annotations
 
 from typing import Any

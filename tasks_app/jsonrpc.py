@@ -3,6 +3,7 @@
 Adapters stay thin: parse with the dialect codec, call one service, serialize. The envelope
 (batches, notifications, ids) follows JSON-RPC 2.0; errors carry the A2A spec's codes.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from a2a.types import (
     ListTasksRequest,
     SendMessageRequest,
     SendMessageResponse,
+    TaskState,
 )
 from a2a.types import Task as TaskProto
 from channels.db import database_sync_to_async
@@ -64,17 +66,24 @@ Handler = Callable[[Call, dict[str, Any]], Awaitable[Any]]
 
 # --- shared steps (one per service call, used by both dialects) -------------------------
 
+
 async def _send(call: Call, request: SendMessageRequest) -> TaskProto | Any:
     outcome = await database_sync_to_async(message_send)(
-        agent=call.agent, principal=call.principal, request=request)
+        agent=call.agent, principal=call.principal, request=request
+    )
     if not request.configuration.return_immediately:
+
         def settled(state: str, seq: int) -> bool:
             return state in TERMINAL_STATES or (
-                state in INTERRUPTED_STATES and seq > outcome.since_seq)
+                state in INTERRUPTED_STATES and seq > outcome.since_seq
+            )
 
         await wait_until(outcome.task_id, settled, settings.A2A_BLOCKING_TIMEOUT_SECONDS)
-    history_length = (request.configuration.history_length
-                      if request.configuration.HasField("history_length") else None)
+    history_length = (
+        request.configuration.history_length
+        if request.configuration.HasField("history_length")
+        else None
+    )
 
     def result() -> Any:
         task = Task.objects.get(pk=outcome.task_id)
@@ -85,26 +94,33 @@ async def _send(call: Call, request: SendMessageRequest) -> TaskProto | Any:
 
 async def _cancel(call: Call, task_id: str) -> TaskProto:
     task_pk, running = await database_sync_to_async(task_cancel_request)(
-        agent=call.agent, principal=call.principal, task_id=task_id)
+        agent=call.agent, principal=call.principal, task_id=task_id
+    )
     if running:
         timeout = settings.A2A_CANCEL_TIMEOUT_SECONDS
         await wait_until(task_pk, lambda state, seq: state in TERMINAL_STATES, timeout + 2)
         await database_sync_to_async(task_cancel_force)(
             task_id=task_pk,
-            reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.")
+            reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.",
+        )
     return await database_sync_to_async(task_get)(
-        agent=call.agent, principal=call.principal, task_id=task_id)
+        agent=call.agent, principal=call.principal, task_id=task_id
+    )
 
 
 async def _get(call: Call, request: GetTaskRequest) -> TaskProto:
     return await database_sync_to_async(task_get)(
-        agent=call.agent, principal=call.principal, task_id=request.id,
-        history_length=request.history_length if request.HasField("history_length") else None)
+        agent=call.agent,
+        principal=call.principal,
+        task_id=request.id,
+        history_length=request.history_length if request.HasField("history_length") else None,
+    )
 
 
 async def _list(call: Call, request: ListTasksRequest) -> Any:
     return await database_sync_to_async(task_list)(
-        agent=call.agent, principal=call.principal, request=request)
+        agent=call.agent, principal=call.principal, request=request
+    )
 
 
 async def _extended_card(call: Call) -> Any:
@@ -115,16 +131,19 @@ async def _extended_card(call: Call) -> Any:
 
 def _streaming_unsupported(method: str) -> A2AError:
     return UnsupportedOperationError(
-        f"{method} is not offered by this agent: its card declares capabilities.streaming=false.")
+        f"{method} is not offered by this agent: its card declares capabilities.streaming=false."
+    )
 
 
 def _push_unsupported(method: str) -> A2AError:
     return PushNotificationNotSupportedError(
         f"{method}: this agent does not offer push notifications "
-        "(its card declares capabilities.pushNotifications=false).")
+        "(its card declares capabilities.pushNotifications=false)."
+    )
 
 
 # --- v1.0 -----------------------------------------------------------------------------
+
 
 def _dict(message: Any) -> dict[str, Any]:
     return MessageToDict(message)
@@ -143,8 +162,9 @@ async def v10_get(call: Call, params: dict[str, Any]) -> Any:
 
 async def v10_list(call: Call, params: dict[str, Any]) -> Any:
     request = dialects.v10_params(params, ListTasksRequest)
-    response = MessageToDict(await _list(call, request),
-                              always_print_fields_with_no_presence=True)
+    if request.status not in TaskState.values():
+        raise InvalidParamsError(f"'status' {request.status} is not a task state.")
+    response = MessageToDict(await _list(call, request), always_print_fields_with_no_presence=True)
     if not request.include_artifacts:
         for task in response["tasks"]:
             task.pop("artifacts", None)
@@ -161,9 +181,13 @@ async def v10_extended_card(call: Call, params: dict[str, Any]) -> Any:
 
 # --- v0.3 -----------------------------------------------------------------------------
 
+
 async def v03_send(call: Call, params: dict[str, Any]) -> Any:
     request = dialects.v03_request(v03.SendMessageRequest, "message/send", params)
-    result = await _send(call, conversions.to_core_send_message_request(request))
+    result = await _send(
+        call,
+        dialects.v03_convert("message/send", conversions.to_core_send_message_request, request),
+    )
     if isinstance(result, TaskProto):
         return dialects.v03_dump(conversions.to_compat_task(result))
     return dialects.v03_dump(conversions.to_compat_message(result))
@@ -173,19 +197,25 @@ async def v03_get(call: Call, params: dict[str, Any]) -> Any:
     request = dialects.v03_request(v03.GetTaskRequest, "tasks/get", params)
     if request.params.history_length is not None and request.params.history_length < 0:
         raise InvalidParamsError("'historyLength' must be zero or positive.")
-    task = await _get(call, conversions.to_core_get_task_request(request))
+    task = await _get(
+        call, dialects.v03_convert("tasks/get", conversions.to_core_get_task_request, request)
+    )
     return dialects.v03_dump(conversions.to_compat_task(task))
 
 
 async def v03_list(call: Call, params: dict[str, Any]) -> Any:
-    request = dialects.v03_list_request(params)
+    request = dialects.v03_convert("tasks/list", dialects.v03_list_request, params)
     response = await _list(call, request)
     tasks = [dialects.v03_dump(conversions.to_compat_task(t)) for t in response.tasks]
     if not request.include_artifacts:
         for task in tasks:
             task.pop("artifacts", None)
-    return {"tasks": tasks, "totalSize": response.total_size, "pageSize": response.page_size,
-            "nextPageToken": response.next_page_token}
+    return {
+        "tasks": tasks,
+        "totalSize": response.total_size,
+        "pageSize": response.page_size,
+        "nextPageToken": response.next_page_token,
+    }
 
 
 async def v03_cancel(call: Call, params: dict[str, Any]) -> Any:
@@ -213,9 +243,15 @@ METHODS: dict[str, dict[str, Handler]] = {
         "GetExtendedAgentCard": v10_extended_card,
         "SendStreamingMessage": _refuse(_streaming_unsupported, "SendStreamingMessage"),
         "SubscribeToTask": _refuse(_streaming_unsupported, "SubscribeToTask"),
-        **{name: _refuse(_push_unsupported, name) for name in (
-            "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
-            "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig")},
+        **{
+            name: _refuse(_push_unsupported, name)
+            for name in (
+                "CreateTaskPushNotificationConfig",
+                "GetTaskPushNotificationConfig",
+                "ListTaskPushNotificationConfigs",
+                "DeleteTaskPushNotificationConfig",
+            )
+        },
     },
     V0_3: {
         "message/send": v03_send,
@@ -225,14 +261,21 @@ METHODS: dict[str, dict[str, Handler]] = {
         "agent/getAuthenticatedExtendedCard": v03_extended_card,
         "message/stream": _refuse(_streaming_unsupported, "message/stream"),
         "tasks/resubscribe": _refuse(_streaming_unsupported, "tasks/resubscribe"),
-        **{name: _refuse(_push_unsupported, name) for name in (
-            "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get",
-            "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete")},
+        **{
+            name: _refuse(_push_unsupported, name)
+            for name in (
+                "tasks/pushNotificationConfig/set",
+                "tasks/pushNotificationConfig/get",
+                "tasks/pushNotificationConfig/list",
+                "tasks/pushNotificationConfig/delete",
+            )
+        },
     },
 }
 
 
 # --- the JSON-RPC 2.0 envelope ----------------------------------------------------------
+
 
 def _error(request_id: Any, error: A2AError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": jsonrpc_error(error)}
@@ -243,10 +286,28 @@ def _method_not_found(dialect: str, method: str) -> A2AError:
     if method in METHODS[other]:
         return MethodNotFoundError(
             f"{method!r} is an A2A {other} method but this request speaks {dialect}; "
-            f"send the header 'A2A-Version: {other}' to use it.")
+            f"send the header 'A2A-Version: {other}' to use it."
+        )
     return MethodNotFoundError(
         f"Method {method!r} does not exist in A2A {dialect}; known methods: "
-        f"{', '.join(METHODS[dialect])}.")
+        f"{', '.join(METHODS[dialect])}."
+    )
+
+
+def _contains_nul(value: Any) -> bool:
+    """Whether any string in a JSON value holds U+0000, which PostgreSQL cannot store."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _valid_id(value: Any) -> bool:
@@ -273,6 +334,8 @@ async def _dispatch_one(call: Call, dialect: str, body: Any) -> dict[str, Any] |
             raise _method_not_found(dialect, method)
         if not isinstance(params, dict):
             raise InvalidParamsError("'params' must be an object: A2A methods take named params.")
+        if _contains_nul(params):
+            raise InvalidParamsError("Strings in 'params' must not contain U+0000 (NUL).")
         result = await handler(call, params)
     except A2AError as exc:
         return None if is_notification else _error(request_id, exc)
@@ -289,57 +352,80 @@ async def _dispatch_one(call: Call, dialect: str, body: Any) -> dict[str, Any] |
 
 def _unauthorized(message: str, request_id: Any = None) -> JsonResponse:
     response = JsonResponse(
-        {"jsonrpc": "2.0", "id": request_id,
-         "error": {"code": AuthenticationRequired.jsonrpc_code, "message": message}},
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": AuthenticationRequired.jsonrpc_code, "message": message},
+        },
         status=401,
     )
     response["WWW-Authenticate"] = 'Bearer realm="a2a", charset="UTF-8"'
     return response
 
 
-def _jsonrpc_error_response(error: A2AError, request_id: Any = None, status: int = 200
-                            ) -> JsonResponse:
+def _jsonrpc_error_response(
+    error: A2AError, request_id: Any = None, status: int = 200
+) -> JsonResponse:
     return JsonResponse(_error(request_id, error), status=status)
 
 
 @csrf_exempt
 async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
     if request.method != "POST":
-        response = _jsonrpc_error_response(InvalidRequestError(
-            "JSON-RPC requests are POSTed to this URL; the agent card is at "
-            ".well-known/agent-card.json."), status=405)
+        response = _jsonrpc_error_response(
+            InvalidRequestError(
+                "JSON-RPC requests are POSTed to this URL; the agent card is at "
+                ".well-known/agent-card.json."
+            ),
+            status=405,
+        )
         response["Allow"] = "POST"
         return response
     try:
         agent = await database_sync_to_async(agent_get_active)(
-            tenant_slug=tenant_slug, agent_slug=agent_slug)
+            tenant_slug=tenant_slug, agent_slug=agent_slug
+        )
     except AgentNotFound as exc:
         return JsonResponse({"error": "agent_not_found", "message": exc.message}, status=404)
 
     content_type = request.content_type or ""
     if content_type and content_type != "application/json" and not content_type.endswith("+json"):
-        return _jsonrpc_error_response(InvalidRequestError(
-            f"Content-Type {content_type!r} is not JSON; send application/json."), status=415)
+        return _jsonrpc_error_response(
+            InvalidRequestError(
+                f"Content-Type {content_type!r} is not JSON; send application/json."
+            ),
+            status=415,
+        )
     try:
         raw = request.body
     except RequestDataTooBig:
-        return _jsonrpc_error_response(InvalidRequestError(
-            f"The request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."), status=413)
+        return _jsonrpc_error_response(
+            InvalidRequestError(
+                f"The request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+            ),
+            status=413,
+        )
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return _jsonrpc_error_response(JSONParseError(f"The body is not valid JSON: {exc}"))
+    except RecursionError:
+        return _jsonrpc_error_response(
+            JSONParseError("The body is not valid JSON: it is nested too deeply for this server.")
+        )
 
     single_id = body.get("id") if isinstance(body, dict) and _valid_id(body.get("id")) else None
     try:
         dialect = dialects.dialect_of(
-            request.headers.get("A2A-Version"), request.GET.get("A2A-Version"))
+            request.headers.get("A2A-Version"), request.GET.get("A2A-Version")
+        )
     except A2AError as exc:
         return _jsonrpc_error_response(exc, single_id)
     try:
         principal = await database_sync_to_async(authenticate)(
-            agent=agent, raw_key=credentials_from_headers(
-                {k.lower(): v for k, v in request.headers.items()}))
+            agent=agent,
+            raw_key=credentials_from_headers({k.lower(): v for k, v in request.headers.items()}),
+        )
     except AuthenticationRequired as exc:
         return _unauthorized(exc.message, single_id)
     call = Call(agent=agent, principal=principal)

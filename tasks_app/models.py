@@ -1,4 +1,5 @@
 """Tasks and what belongs to them. JSON columns hold v1.0 proto-JSON; queried fields are columns."""
+
 from __future__ import annotations
 
 import uuid
@@ -46,12 +47,16 @@ class Task(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["agent", "owner", "-status_timestamp", "-id"],
-                         name="task_list_by_owner"),
+            models.Index(
+                fields=["agent", "owner", "-status_timestamp", "-id"], name="task_list_by_owner"
+            ),
             models.Index(fields=["agent", "-status_timestamp", "-id"], name="task_list_by_agent"),
             models.Index(fields=["agent", "context_id"], name="task_by_context"),
-            models.Index(fields=["lease_expires_at"], name="task_lease",
-                         condition=models.Q(running_since__isnull=False)),
+            models.Index(
+                fields=["lease_expires_at"],
+                name="task_lease",
+                condition=models.Q(running_since__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

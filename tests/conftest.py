@@ -1,5 +1,6 @@
 """Fixtures: real PostgreSQL (pytest-django's test database), and for end-to-end tests real
 daphne and Celery worker processes that share that database, reached over real sockets."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30
-                   ) -> None:
+def _wait_for_port(
+    port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -55,9 +57,22 @@ class LivePlatform:
     def start_worker(self, name: str, **env: str) -> subprocess.Popen[bytes]:
         log = self.log_dir / f"{name}.log"
         proc = subprocess.Popen(
-            [str(VENV_BIN / "celery"), "-A", "a2a_platform", "worker", "--loglevel=INFO",
-             "--concurrency=2", "--without-gossip", "--without-mingle", "-n", f"{name}@%h"],
-            cwd=ROOT, env={**self.env, **env}, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+            [
+                str(VENV_BIN / "celery"),
+                "-A",
+                "a2a_platform",
+                "worker",
+                "--loglevel=INFO",
+                "--concurrency=2",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                f"{name}@%h",
+            ],
+            cwd=ROOT,
+            env={**self.env, **env},
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while "ready" not in log.read_text():
@@ -78,14 +93,16 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="session")
-def live_platform(django_db_setup: Any, django_db_blocker: Any,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[LivePlatform]:
+def live_platform(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LivePlatform]:
     """daphne + a Celery worker on the test database, for the whole session."""
     with django_db_blocker.unblock():
         db = connection.settings_dict
         database_url = (
             f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-            if db["ENGINE"].endswith("postgresql") else None
+            if db["ENGINE"].endswith("postgresql")
+            else None
         )
     if database_url is None:
         pytest.skip("end-to-end tests need PostgreSQL (run them with `make test`)")
@@ -104,13 +121,21 @@ def live_platform(django_db_setup: Any, django_db_blocker: Any,
     }
     daphne_log = log_dir / "daphne.log"
     daphne = subprocess.Popen(
-        [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-         "a2a_platform.asgi:application"],
-        cwd=ROOT, env=env, stdout=daphne_log.open("wb"), stderr=subprocess.STDOUT,
+        [
+            str(VENV_BIN / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "a2a_platform.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=daphne_log.open("wb"),
+        stderr=subprocess.STDOUT,
     )
     _wait_for_port(port, daphne, daphne_log)
-    platform = LivePlatform(url=f"http://127.0.0.1:{port}", env=env, log_dir=log_dir,
-                            worker=None)  # type: ignore[arg-type]
+    platform = LivePlatform(url=f"http://127.0.0.1:{port}", env=env, log_dir=log_dir, worker=None)  # type: ignore[arg-type]
     platform.worker = platform.start_worker("worker")
     try:
         yield platform
@@ -120,6 +145,7 @@ def live_platform(django_db_setup: Any, django_db_blocker: Any,
 
 
 # --- data --------------------------------------------------------------------------------
+
 
 @dataclass
 class Setup:
@@ -140,11 +166,22 @@ def make_tenant(db: Any) -> Any:
 
 @pytest.fixture
 def make_agent(db: Any) -> Any:
-    def make(tenant: Tenant, slug: str = "echo", kind: str = "echo",
-             config: dict[str, Any] | None = None, **fields: Any) -> Agent:
-        return agent_create(tenant=tenant, slug=slug, name=slug.title(),
-                            description=f"The {slug} agent.", executor_kind=kind,
-                            executor_config=config or {}, **fields)
+    def make(
+        tenant: Tenant,
+        slug: str = "echo",
+        kind: str = "echo",
+        config: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> Agent:
+        return agent_create(
+            tenant=tenant,
+            slug=slug,
+            name=slug.title(),
+            description=f"The {slug} agent.",
+            executor_kind=kind,
+            executor_config=config or {},
+            **fields,
+        )
 
     return make
 

@@ -1,5 +1,6 @@
 """docker-compose.yml, read and checked (there is no Docker engine here): the services it runs
 are the processes the test suite runs natively, with settings the platform actually reads."""
+
 from __future__ import annotations
 
 import importlib
@@ -28,7 +29,8 @@ def test_compose_runs_the_production_profile():
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     for name in ("web", "worker", "beat"):
         assert services[name]["depends_on"]["migrate"]["condition"] == (
-            "service_completed_successfully")
+            "service_completed_successfully"
+        )
 
 
 def test_compose_entry_points_exist():

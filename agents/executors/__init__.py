@@ -4,6 +4,7 @@ Each kind has a pydantic model that validates the agent's ``executor_config`` (u
 keys are rejected, so a typo is reported instead of silently ignored) and a factory that
 builds an ``a2a-sdk`` ``AgentExecutor`` from the validated config.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -29,12 +30,24 @@ class ExecutorKind:
 REGISTRY: dict[str, ExecutorKind] = {
     kind.name: kind
     for kind in (
-        ExecutorKind("echo", "Echoes the user's text back as an artifact (demo).",
-                     echo.EchoConfig, echo.EchoExecutor),
-        ExecutorKind("conformance", "Answers the A2A TCK's scenarios by messageId prefix.",
-                     conformance.ConformanceConfig, conformance.ConformanceExecutor),
-        ExecutorKind("python", "An installed AgentExecutor class from the operator's allowlist.",
-                     python.PythonConfig, python.build),
+        ExecutorKind(
+            "echo",
+            "Echoes the user's text back as an artifact (demo).",
+            echo.EchoConfig,
+            echo.EchoExecutor,
+        ),
+        ExecutorKind(
+            "conformance",
+            "Answers the A2A TCK's scenarios by messageId prefix.",
+            conformance.ConformanceConfig,
+            conformance.ConformanceExecutor,
+        ),
+        ExecutorKind(
+            "python",
+            "An installed AgentExecutor class from the operator's allowlist.",
+            python.PythonConfig,
+            python.build,
+        ),
     )
 }
 

@@ -1,4 +1,5 @@
 """The `conformance` executor: deterministic answers for the A2A TCK, routed by messageId prefix."""
+
 from __future__ import annotations
 
 import asyncio
@@ -59,21 +60,52 @@ class ConformanceExecutor(AgentExecutor):
         table: list[tuple[str, Scenario]] = [
             ("tck-complete-task", self._complete_task),
             ("tck-artifact-text", self._artifact(lambda: [_text("Generated text content")])),
-            ("tck-artifact-file-url", self._artifact(lambda: [Part(
-                url="https://example.com/output.txt", filename="output.txt",
-                media_type="text/plain")])),
-            ("tck-artifact-file", self._artifact(lambda: [Part(
-                raw=b"Generated file content", filename="output.txt",
-                media_type="text/plain")])),
-            ("tck-artifact-data", self._artifact(lambda: [Part(
-                data=Value(struct_value=_struct({"key": "value", "count": 42})))])),
+            (
+                "tck-artifact-file-url",
+                self._artifact(
+                    lambda: [
+                        Part(
+                            url="https://example.com/output.txt",
+                            filename="output.txt",
+                            media_type="text/plain",
+                        )
+                    ]
+                ),
+            ),
+            (
+                "tck-artifact-file",
+                self._artifact(
+                    lambda: [
+                        Part(
+                            raw=b"Generated file content",
+                            filename="output.txt",
+                            media_type="text/plain",
+                        )
+                    ]
+                ),
+            ),
+            (
+                "tck-artifact-data",
+                self._artifact(
+                    lambda: [Part(data=Value(struct_value=_struct({"key": "value", "count": 42})))]
+                ),
+            ),
             ("tck-message-response", self._message_response),
             ("tck-input-required", self._input_required),
             ("tck-reject-task", self._reject),
             ("tck-stream-artifact-chunked", self._stream_chunked),
-            ("tck-stream-artifact-file", self._stream_artifact(lambda: [Part(
-                raw=b"Streamed file content", filename="output.txt",
-                media_type="text/plain")])),
+            (
+                "tck-stream-artifact-file",
+                self._stream_artifact(
+                    lambda: [
+                        Part(
+                            raw=b"Streamed file content",
+                            filename="output.txt",
+                            media_type="text/plain",
+                        )
+                    ]
+                ),
+            ),
             ("tck-stream-002", self._complete_only),
             ("test-resubscribe-message-id", self._resubscribe),
         ]
@@ -113,15 +145,15 @@ class ConformanceExecutor(AgentExecutor):
 
     async def _stream_chunked(self, ctx: RequestContext, up: TaskUpdater, q: EventQueue) -> None:
         await up.start_work()
-        await up.add_artifact([_text("chunk-1 ")], artifact_id="chunked", name="output",
-                              last_chunk=False)
-        await up.add_artifact([_text("chunk-2")], artifact_id="chunked", name="output",
-                              append=True, last_chunk=True)
+        await up.add_artifact(
+            [_text("chunk-1 ")], artifact_id="chunked", name="output", last_chunk=False
+        )
+        await up.add_artifact(
+            [_text("chunk-2")], artifact_id="chunked", name="output", append=True, last_chunk=True
+        )
         await up.complete()
 
-    async def _message_response(
-        self, ctx: RequestContext, up: TaskUpdater, q: EventQueue
-    ) -> None:
+    async def _message_response(self, ctx: RequestContext, up: TaskUpdater, q: EventQueue) -> None:
         await q.enqueue_event(
             new_text_message("Direct message response", context_id=ctx.context_id)
         )
@@ -152,4 +184,3 @@ def _struct(value: dict[str, object]) -> Struct:
     struct = Struct()
     struct.update(value)
     return struct
-

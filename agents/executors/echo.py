@@ -3,6 +3,7 @@
 `input_required` makes the first turn ask for more input, so multi-turn can be exercised;
 `delay_seconds` makes it slow (and cancellable) so cancel can be exercised.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -47,9 +48,7 @@ class EchoExecutor(AgentExecutor):
         texts = [_text_of(m) for m in user_turns] or [context.get_user_input()]
         text = "\n".join(t for t in texts if t)
         await updater.add_artifact(new_text_artifact("echo", text).parts, name="echo")
-        await updater.complete(
-            updater.new_agent_message(new_text_message(f"Echoed: {text}").parts)
-        )
+        await updater.complete(updater.new_agent_message(new_text_message(f"Echoed: {text}").parts))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")

@@ -3,6 +3,7 @@
 Tenants never upload code: they pick a dotted path that the operator listed in
 A2A_PYTHON_EXECUTORS, and may pass keyword arguments to its constructor.
 """
+
 from __future__ import annotations
 
 from typing import Any

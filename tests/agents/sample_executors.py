@@ -1,4 +1,5 @@
 """An installed AgentExecutor, used to test the `python` executor kind's allowlist."""
+
 from __future__ import annotations
 
 from a2a.helpers.proto_helpers import new_text_artifact

@@ -1,5 +1,6 @@
 """The executor registry: config validation of every kind, the `python` kind's allowlist, and a
 `python` agent answering through the live platform."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,12 +34,16 @@ def test_registry_has_the_three_kinds():
 
 def test_valid_configs_are_normalised_with_defaults():
     assert executor_config_validate(kind="conformance", config={}) == {
-        "step_seconds": 0.5, "resubscribe_wait_seconds": 4.0}
+        "step_seconds": 0.5,
+        "resubscribe_wait_seconds": 4.0,
+    }
     assert executor_config_validate(
         kind="conformance", config={"step_seconds": 0.2, "resubscribe_wait_seconds": 0}
     ) == {"step_seconds": 0.2, "resubscribe_wait_seconds": 0.0}
     assert executor_config_validate(kind="echo", config={"delay_seconds": 1}) == {
-        "input_required": False, "delay_seconds": 1.0}
+        "input_required": False,
+        "delay_seconds": 1.0,
+    }
 
 
 def test_unknown_kind_is_rejected():
@@ -55,11 +60,14 @@ def test_config_must_be_an_object():
     assert list(errors_of(excinfo)) == ["executor_config"]
 
 
-@pytest.mark.parametrize("kind, config, field", [
-    ("conformance", {"step_secs": 1}, "step_secs"),
-    ("echo", {"delay": 1}, "delay"),
-    ("python", {"class_path": SHOUTING, "kwargs": {}}, "kwargs"),
-])
+@pytest.mark.parametrize(
+    "kind, config, field",
+    [
+        ("conformance", {"step_secs": 1}, "step_secs"),
+        ("echo", {"delay": 1}, "delay"),
+        ("python", {"class_path": SHOUTING, "kwargs": {}}, "kwargs"),
+    ],
+)
 def test_unknown_config_keys_are_rejected(allowlist, kind, config, field):
     with pytest.raises(ValidationError) as excinfo:
         executor_config_validate(kind=kind, config=config)
@@ -67,25 +75,31 @@ def test_unknown_config_keys_are_rejected(allowlist, kind, config, field):
     assert f"{field}: Extra inputs are not permitted" in message
 
 
-@pytest.mark.parametrize("kind, config, field", [
-    ("conformance", {"step_seconds": "fast"}, "step_seconds"),
-    ("conformance", {"resubscribe_wait_seconds": [4]}, "resubscribe_wait_seconds"),
-    ("echo", {"delay_seconds": "soon"}, "delay_seconds"),
-    ("echo", {"input_required": "perhaps"}, "input_required"),
-    ("python", {"class_path": 42}, "class_path"),
-    ("python", {"class_path": SHOUTING, "init_kwargs": ["suffix"]}, "init_kwargs"),
-])
+@pytest.mark.parametrize(
+    "kind, config, field",
+    [
+        ("conformance", {"step_seconds": "fast"}, "step_seconds"),
+        ("conformance", {"resubscribe_wait_seconds": [4]}, "resubscribe_wait_seconds"),
+        ("echo", {"delay_seconds": "soon"}, "delay_seconds"),
+        ("echo", {"input_required": "perhaps"}, "input_required"),
+        ("python", {"class_path": 42}, "class_path"),
+        ("python", {"class_path": SHOUTING, "init_kwargs": ["suffix"]}, "init_kwargs"),
+    ],
+)
 def test_wrong_types_are_rejected(allowlist, kind, config, field):
     with pytest.raises(ValidationError) as excinfo:
         executor_config_validate(kind=kind, config=config)
     assert errors_of(excinfo)["executor_config"][0].startswith(f"Invalid {kind} config: {field}:")
 
 
-@pytest.mark.parametrize("kind, config, field", [
-    ("conformance", {"step_seconds": -0.1}, "step_seconds"),
-    ("conformance", {"resubscribe_wait_seconds": -1}, "resubscribe_wait_seconds"),
-    ("echo", {"delay_seconds": -5}, "delay_seconds"),
-])
+@pytest.mark.parametrize(
+    "kind, config, field",
+    [
+        ("conformance", {"step_seconds": -0.1}, "step_seconds"),
+        ("conformance", {"resubscribe_wait_seconds": -1}, "resubscribe_wait_seconds"),
+        ("echo", {"delay_seconds": -5}, "delay_seconds"),
+    ],
+)
 def test_negative_delays_are_rejected(kind, config, field):
     with pytest.raises(ValidationError) as excinfo:
         executor_config_validate(kind=kind, config=config)
@@ -124,8 +138,10 @@ def test_python_class_path_that_cannot_be_imported_is_rejected(allowlist):
 def test_python_class_that_is_not_an_agent_executor_is_rejected(allowlist):
     with pytest.raises(ValidationError) as excinfo:
         executor_config_validate(kind="python", config={"class_path": NOT_AN_EXECUTOR})
-    assert (f"'{NOT_AN_EXECUTOR}' is not an a2a-sdk AgentExecutor subclass"
-            in errors_of(excinfo)["executor_config"][0])
+    assert (
+        f"'{NOT_AN_EXECUTOR}' is not an a2a-sdk AgentExecutor subclass"
+        in errors_of(excinfo)["executor_config"][0]
+    )
 
 
 def test_python_allowlisted_executor_validates_and_builds(allowlist):
@@ -145,16 +161,22 @@ def test_build_validates_again(settings):
 
 # --- through the live platform ------------------------------------------------------------
 
+
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("version", [V1_0, V0_3])
 def test_python_agent_answers_through_the_platform(
-        live_platform, make_tenant, make_agent, make_key, settings, version):
+    live_platform, make_tenant, make_agent, make_key, settings, version
+):
     # agent_create validates here; the live worker's own env allowlists ShoutingExecutor.
     settings.A2A_PYTHON_EXECUTORS = [SHOUTING]
     tenant = make_tenant()
-    agent = make_agent(tenant, "shouter", kind="python",
-                       config={"class_path": SHOUTING, "init_kwargs": {"suffix": "?"}})
+    agent = make_agent(
+        tenant,
+        "shouter",
+        kind="python",
+        config={"class_path": SHOUTING, "init_kwargs": {"suffix": "?"}},
+    )
     url, key = live_platform.agent_url(agent), make_key(tenant)
 
     async def scenario():

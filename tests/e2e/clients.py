@@ -1,4 +1,5 @@
 """Official a2a-sdk clients for the end-to-end tests: v1.0 JSON-RPC and the v0.3 compat client."""
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
@@ -12,8 +13,13 @@ from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
 
 
 @asynccontextmanager
-async def sdk_client(agent_url: str, *, key: str | None = None, version: str = PROTOCOL_VERSION_1_0,
-                     polling: bool = False) -> AsyncIterator[Client]:
+async def sdk_client(
+    agent_url: str,
+    *,
+    key: str | None = None,
+    version: str = PROTOCOL_VERSION_1_0,
+    polling: bool = False,
+) -> AsyncIterator[Client]:
     """A client built by the SDK's own factory from the agent's served card."""
     headers = {"X-API-Key": key} if key else {}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
@@ -22,10 +28,12 @@ async def sdk_client(agent_url: str, *, key: str | None = None, version: str = P
         only.CopyFrom(card)
         del only.supported_interfaces[:]
         only.supported_interfaces.extend(
-            i for i in card.supported_interfaces if i.protocol_version == version)
+            i for i in card.supported_interfaces if i.protocol_version == version
+        )
         assert only.supported_interfaces, f"the card has no {version} interface"
-        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False,
-                                            polling=polling)).create(only)
+        client = ClientFactory(
+            ClientConfig(httpx_client=http, streaming=False, polling=polling)
+        ).create(only)
         try:
             yield client
         finally:

@@ -1,6 +1,7 @@
 """The `conformance` executor (the A2A TCK's scenarios, routed by messageId prefix) through the
 official a2a-sdk clients (v1.0 and v0.3) against real daphne + Celery, with an API key and
 anonymously; the event log each scenario leaves is read back from the database."""
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,14 @@ def caller(request: pytest.FixtureRequest) -> str:
 
 def _conf(live_platform, make_tenant, make_agent, make_key, version, caller, config) -> Conf:
     tenant = make_tenant()
-    agent = make_agent(tenant, "conf", kind="conformance", config=config,
-                       visibility="public", anonymous_scope="shared")
+    agent = make_agent(
+        tenant,
+        "conf",
+        kind="conformance",
+        config=config,
+        visibility="public",
+        anonymous_scope="shared",
+    )
     key = make_key(tenant, "alice") if caller == "key" else None
     return Conf(url=live_platform.agent_url(agent), key=key, version=version)
 
@@ -70,11 +77,13 @@ def mid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-def ask(conf: Conf, message_id: str, text: str = "hi", *, polling: bool = False,
-        **fields: Any) -> StreamResponse:
+def ask(
+    conf: Conf, message_id: str, text: str = "hi", *, polling: bool = False, **fields: Any
+) -> StreamResponse:
     async def go() -> StreamResponse:
-        async with sdk_client(conf.url, key=conf.key, version=conf.version,
-                              polling=polling) as client:
+        async with sdk_client(
+            conf.url, key=conf.key, version=conf.version, polling=polling
+        ) as client:
             return await send(client, user_message(text, message_id, **fields))
 
     return asyncio.run(go())
@@ -115,8 +124,12 @@ def shape(task_id: str) -> list[tuple[str, str]]:
             out.append((kind, data["statusUpdate"]["status"]["state"]))
         elif kind == TaskEvent.Kind.ARTIFACT:
             update = data["artifactUpdate"]
-            out.append((kind, f"append={update.get('append', False)} "
-                              f"last={update.get('lastChunk', False)}"))
+            out.append(
+                (
+                    kind,
+                    f"append={update.get('append', False)} last={update.get('lastChunk', False)}",
+                )
+            )
         else:
             out.append((kind, ""))
     return out
@@ -126,6 +139,7 @@ TASK, STATUS, ARTIFACT = TaskEvent.Kind.TASK, TaskEvent.Kind.STATUS, TaskEvent.K
 
 
 # --- non-streaming scenarios ------------------------------------------------------------
+
 
 def test_complete_task(conf):
     task = ask_task(conf, "tck-complete-task")
@@ -140,10 +154,12 @@ def test_complete_task(conf):
 
 ARTIFACT_PARTS = {
     "tck-artifact-text": Part(text="Generated text content"),
-    "tck-artifact-file": Part(raw=b"Generated file content", filename="output.txt",
-                              media_type="text/plain"),
-    "tck-artifact-file-url": Part(url="https://example.com/output.txt", filename="output.txt",
-                                  media_type="text/plain"),
+    "tck-artifact-file": Part(
+        raw=b"Generated file content", filename="output.txt", media_type="text/plain"
+    ),
+    "tck-artifact-file-url": Part(
+        url="https://example.com/output.txt", filename="output.txt", media_type="text/plain"
+    ),
 }
 
 
@@ -156,8 +172,11 @@ def test_artifact_scenarios(conf, prefix):
     expected = ARTIFACT_PARTS[prefix]
     assert part[0].WhichOneof("content") == expected.WhichOneof("content")
     assert part[0] == expected, MessageToDict(part[0])
-    assert shape(task.id) == [(TASK, SUBMITTED), (ARTIFACT, "append=False last=False"),
-                              (STATUS, DONE)]
+    assert shape(task.id) == [
+        (TASK, SUBMITTED),
+        (ARTIFACT, "append=False last=False"),
+        (STATUS, DONE),
+    ]
 
 
 def test_artifact_data(conf):
@@ -187,16 +206,20 @@ def test_input_required_then_follow_up_completes(conf):
     assert first.status.message.role == Role.ROLE_AGENT
     assert not first.artifacts
     # The follow-up's messageId has no known prefix: only the task's state routes it.
-    second = ask(conf, mid("follow-up"), "second", task_id=first.id,
-                 context_id=first.context_id).task
+    second = ask(
+        conf, mid("follow-up"), "second", task_id=first.id, context_id=first.context_id
+    ).task
     assert second.id == first.id
     assert second.status.state == COMPLETED
     assert second.status.message.role == Role.ROLE_AGENT
     assert not second.artifacts  # the default scenario would have added a "response" artifact
     user_turns = [texts(m.parts) for m in second.history if m.role == Role.ROLE_USER]
     assert user_turns == [["first"], ["second"]]
-    assert shape(first.id) == [(TASK, SUBMITTED), (STATUS, "TASK_STATE_INPUT_REQUIRED"),
-                               (STATUS, DONE)]
+    assert shape(first.id) == [
+        (TASK, SUBMITTED),
+        (STATUS, "TASK_STATE_INPUT_REQUIRED"),
+        (STATUS, DONE),
+    ]
 
 
 def test_reject_task(conf):
@@ -214,8 +237,9 @@ STREAM_PARTS = {
     "tck-stream-003": Part(text="Stream task lifecycle"),
     "tck-stream-ordering-001": Part(text="Ordered output"),
     "tck-stream-artifact-text": Part(text="Streamed text content"),
-    "tck-stream-artifact-file": Part(raw=b"Streamed file content", filename="output.txt",
-                                     media_type="text/plain"),
+    "tck-stream-artifact-file": Part(
+        raw=b"Streamed file content", filename="output.txt", media_type="text/plain"
+    ),
 }
 
 
@@ -225,8 +249,12 @@ def test_stream_scenarios(conf, prefix):
     assert task.status.state == COMPLETED
     parts = only_artifact(task).parts
     assert list(parts) == [STREAM_PARTS[prefix]], [MessageToDict(p) for p in parts]
-    assert shape(task.id) == [(TASK, SUBMITTED), (STATUS, WORKING),
-                              (ARTIFACT, "append=False last=True"), (STATUS, DONE)]
+    assert shape(task.id) == [
+        (TASK, SUBMITTED),
+        (STATUS, WORKING),
+        (ARTIFACT, "append=False last=True"),
+        (STATUS, DONE),
+    ]
 
 
 def test_stream_001_event_log_has_seq_1_to_4(conf):
@@ -238,8 +266,11 @@ def test_stream_001_event_log_has_seq_1_to_4(conf):
     assert log[1][2]["statusUpdate"]["status"]["state"] == WORKING
     assert log[2][2]["artifactUpdate"]["artifact"]["parts"] == [{"text": "Stream hello from TCK"}]
     assert log[3][2]["statusUpdate"]["status"]["state"] == DONE
-    assert all(data[key]["taskId" if key != "task" else "id"] == task.id
-               for _, _, data in log for key in data)
+    assert all(
+        data[key]["taskId" if key != "task" else "id"] == task.id
+        for _, _, data in log
+        for key in data
+    )
     assert TaskRow.objects.get(pk=task.id).last_seq == 4
 
 
@@ -257,13 +288,19 @@ def test_stream_artifact_chunked_is_one_appended_artifact(conf):
     artifact = only_artifact(task)
     assert texts(artifact.parts) == ["chunk-1 ", "chunk-2"]
     assert "".join(texts(artifact.parts)) == "chunk-1 chunk-2"
-    assert shape(task.id) == [(TASK, SUBMITTED), (STATUS, WORKING),
-                              (ARTIFACT, "append=False last=False"),
-                              (ARTIFACT, "append=True last=True"), (STATUS, DONE)]
+    assert shape(task.id) == [
+        (TASK, SUBMITTED),
+        (STATUS, WORKING),
+        (ARTIFACT, "append=False last=False"),
+        (ARTIFACT, "append=True last=True"),
+        (STATUS, DONE),
+    ]
     chunks = [data["artifactUpdate"] for _, kind, data in events(task.id) if kind == ARTIFACT]
     assert [c["artifact"]["artifactId"] for c in chunks] == [artifact.artifact_id] * 2
-    assert [c["artifact"]["parts"] for c in chunks] == [[{"text": "chunk-1 "}],
-                                                        [{"text": "chunk-2"}]]
+    assert [c["artifact"]["parts"] for c in chunks] == [
+        [{"text": "chunk-1 "}],
+        [{"text": "chunk-2"}],
+    ]
 
 
 def test_resubscribe_scenario_works_then_completes(conf):
@@ -275,6 +312,7 @@ def test_resubscribe_scenario_works_then_completes(conf):
 
 # --- the default scenario -----------------------------------------------------------------
 
+
 def test_default_greets_and_quotes_the_user(conf):
     task = ask_task(conf, "anything-else", "what is the weather?")
     assert task.status.state == COMPLETED
@@ -284,8 +322,13 @@ def test_default_greets_and_quotes_the_user(conf):
     assert texts(artifact.parts) == [expected]
     assert task.status.message.role == Role.ROLE_AGENT
     assert texts(task.status.message.parts) == [expected]
-    assert shape(task.id) == [(TASK, SUBMITTED), (STATUS, SUBMITTED), (STATUS, WORKING),
-                              (ARTIFACT, "append=False last=False"), (STATUS, DONE)]
+    assert shape(task.id) == [
+        (TASK, SUBMITTED),
+        (STATUS, SUBMITTED),
+        (STATUS, WORKING),
+        (ARTIFACT, "append=False last=False"),
+        (STATUS, DONE),
+    ]
 
 
 def _wait_for_status_event(task_id: str, state: str) -> None:

@@ -1,4 +1,5 @@
 """The official a2a-sdk client (v1.0 and its v0.3 compat client) against real daphne + Celery."""
+
 from __future__ import annotations
 
 import asyncio
@@ -50,7 +51,8 @@ def test_blocking_send_returns_completed_task_with_artifact(echo, version):
 
 @BOTH
 def test_non_blocking_send_returns_at_once_then_get_sees_completion(
-        live_platform, make_tenant, make_agent, make_key, version):
+    live_platform, make_tenant, make_agent, make_key, version
+):
     tenant = make_tenant()
     agent = make_agent(tenant, "slow", config={"delay_seconds": 1.0})
     url, key = live_platform.agent_url(agent), make_key(tenant)
@@ -58,8 +60,10 @@ def test_non_blocking_send_returns_at_once_then_get_sees_completion(
     async def scenario():
         async with sdk_client(url, key=key, version=version, polling=True) as client:
             task = (await send(client, user_message("later", mid()))).task
-            assert task.status.state in (TaskState.TASK_STATE_SUBMITTED,
-                                         TaskState.TASK_STATE_WORKING)
+            assert task.status.state in (
+                TaskState.TASK_STATE_SUBMITTED,
+                TaskState.TASK_STATE_WORKING,
+            )
             for _ in range(100):
                 got = await client.get_task(GetTaskRequest(id=task.id))
                 if got.status.state == TaskState.TASK_STATE_COMPLETED:
@@ -97,24 +101,25 @@ def test_list_with_filters_and_paging_v10(echo):
             context = str(uuid.uuid4())
             ids = []
             for n in range(3):
-                ids.append((await send(client, user_message(f"n{n}", mid(),
-                                                            context_id=context))).task.id)
+                ids.append(
+                    (await send(client, user_message(f"n{n}", mid(), context_id=context))).task.id
+                )
             await send(client, user_message("other context", mid()))
             page1 = await client.list_tasks(ListTasksRequest(context_id=context, page_size=2))
             assert page1.total_size == 3 and len(page1.tasks) == 2 and page1.next_page_token
-            page2 = await client.list_tasks(ListTasksRequest(
-                context_id=context, page_size=2, page_token=page1.next_page_token))
+            page2 = await client.list_tasks(
+                ListTasksRequest(context_id=context, page_size=2, page_token=page1.next_page_token)
+            )
             assert len(page2.tasks) == 1 and not page2.next_page_token
             assert {t.id for t in [*page1.tasks, *page2.tasks]} == set(ids)
-            done = await client.list_tasks(ListTasksRequest(
-                status=TaskState.TASK_STATE_COMPLETED))
+            done = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED))
             assert done.total_size == 4
-            working = await client.list_tasks(ListTasksRequest(
-                status=TaskState.TASK_STATE_WORKING))
+            working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
             assert working.total_size == 0
             assert all(not t.artifacts for t in page1.tasks)
-            with_artifacts = await client.list_tasks(ListTasksRequest(
-                context_id=context, include_artifacts=True))
+            with_artifacts = await client.list_tasks(
+                ListTasksRequest(context_id=context, include_artifacts=True)
+            )
             assert all(t.artifacts for t in with_artifacts.tasks)
 
     asyncio.run(scenario())
@@ -122,7 +127,8 @@ def test_list_with_filters_and_paging_v10(echo):
 
 @BOTH
 def test_cancel_running_task_then_cancel_again_is_not_cancelable(
-        live_platform, make_tenant, make_agent, make_key, version):
+    live_platform, make_tenant, make_agent, make_key, version
+):
     tenant = make_tenant()
     agent = make_agent(tenant, "slow", config={"delay_seconds": 30})
     url, key = live_platform.agent_url(agent), make_key(tenant)
@@ -153,8 +159,12 @@ def test_multi_turn_input_required(live_platform, make_tenant, make_agent, make_
         async with sdk_client(url, key=key, version=version) as client:
             first = (await send(client, user_message("first", mid()))).task
             assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-            second = (await send(client, user_message(
-                "second", mid(), task_id=first.id, context_id=first.context_id))).task
+            second = (
+                await send(
+                    client,
+                    user_message("second", mid(), task_id=first.id, context_id=first.context_id),
+                )
+            ).task
             assert second.id == first.id
             assert second.status.state == TaskState.TASK_STATE_COMPLETED
             assert second.artifacts[0].parts[0].text == "first\nsecond"
@@ -167,7 +177,8 @@ def test_multi_turn_input_required(live_platform, make_tenant, make_agent, make_
 
 @BOTH
 def test_other_owner_and_other_tenant_get_task_not_found(
-        live_platform, make_tenant, make_agent, make_key, version):
+    live_platform, make_tenant, make_agent, make_key, version
+):
     tenant = make_tenant()
     agent = make_agent(tenant, "echo")
     url = live_platform.agent_url(agent)

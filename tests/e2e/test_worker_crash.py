@@ -1,4 +1,5 @@
 """A worker killed mid-task: the reaper, run by Celery, fails the task with a reason."""
+
 from __future__ import annotations
 
 import signal
@@ -24,8 +25,9 @@ def wait_for(predicate, attempts=200, pause=0.05):
     return False
 
 
-def test_task_of_a_killed_worker_is_failed_by_the_reaper(live_platform, make_tenant, make_agent,
-                                                         make_key):
+def test_task_of_a_killed_worker_is_failed_by_the_reaper(
+    live_platform, make_tenant, make_agent, make_key
+):
     import httpx
 
     tenant = make_tenant()
@@ -34,14 +36,29 @@ def test_task_of_a_killed_worker_is_failed_by_the_reaper(live_platform, make_ten
     stop_process(live_platform.worker)  # the victim must be the only worker
     victim = live_platform.start_worker("victim", A2A_TASK_LEASE_SECONDS="1")
     try:
-        response = httpx.post(url, headers={"X-API-Key": key, "A2A-Version": "1.0"}, json={
-            "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-                "message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER",
-                            "parts": [{"text": "work forever"}]},
-                "configuration": {"returnImmediately": True}}})
+        response = httpx.post(
+            url,
+            headers={"X-API-Key": key, "A2A-Version": "1.0"},
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    "message": {
+                        "messageId": str(uuid.uuid4()),
+                        "role": "ROLE_USER",
+                        "parts": [{"text": "work forever"}],
+                    },
+                    "configuration": {"returnImmediately": True},
+                },
+            },
+        )
         task_id = response.json()["result"]["task"]["id"]
-        assert wait_for(lambda: Task.objects.filter(
-            pk=task_id, state="TASK_STATE_WORKING", running_since__isnull=False).exists())
+        assert wait_for(
+            lambda: Task.objects.filter(
+                pk=task_id, state="TASK_STATE_WORKING", running_since__isnull=False
+            ).exists()
+        )
         victim.send_signal(signal.SIGKILL)
         victim.wait()
     finally:
@@ -50,12 +67,18 @@ def test_task_of_a_killed_worker_is_failed_by_the_reaper(live_platform, make_ten
 
     def reaped() -> bool:
         app.send_task("tasks_app.tasks.reap_stuck_tasks_task")
-        return wait_for(lambda: Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED",
-                        attempts=10, pause=0.1)
+        return wait_for(
+            lambda: Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED",
+            attempts=10,
+            pause=0.1,
+        )
 
     assert wait_for(reaped, attempts=30, pause=0.2)
-    got = httpx.post(url, headers={"X-API-Key": key, "A2A-Version": "1.0"}, json={
-        "jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}).json()
+    got = httpx.post(
+        url,
+        headers={"X-API-Key": key, "A2A-Version": "1.0"},
+        json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}},
+    ).json()
     status = got["result"]["status"]
     assert status["state"] == TaskState.Name(TaskState.TASK_STATE_FAILED)
     assert "stopped responding" in status["message"]["parts"][0]["text"]

@@ -1,4 +1,5 @@
 """The task services on real PostgreSQL: send, event recording, cancel, claim and reaping."""
+
 from __future__ import annotations
 
 import uuid
@@ -48,17 +49,20 @@ def agent(make_tenant, make_agent):
 
 
 def send(agent, principal=ALICE, text="hi", **message_fields):
-    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER,
-                      parts=[Part(text=text)], **message_fields)
-    return message_send(agent=agent, principal=principal,
-                        request=SendMessageRequest(message=message))
+    message = Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)], **message_fields
+    )
+    return message_send(
+        agent=agent, principal=principal, request=SendMessageRequest(message=message)
+    )
 
 
 def status(task_id, state, text=None):
     event = TaskStatusUpdateEvent(task_id=str(task_id), status=TaskStatus(state=state))
     if text:
-        event.status.message.CopyFrom(Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT,
-                                              parts=[Part(text=text)]))
+        event.status.message.CopyFrom(
+            Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=[Part(text=text)])
+        )
     return event
 
 
@@ -72,14 +76,20 @@ def test_send_creates_submitted_task_with_history_and_first_event(agent):
     assert event.data["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
 
 
-@pytest.mark.parametrize("mutate, error, words", [
-    (lambda m: m.ClearField("message_id"), InvalidParamsError, "messageId"),
-    (lambda m: m.ClearField("parts"), InvalidParamsError, "parts"),
-    (lambda m: setattr(m, "role", Role.ROLE_AGENT), InvalidParamsError, "ROLE_USER"),
-    (lambda m: m.parts.add(), InvalidParamsError, "parts[1]"),
-    (lambda m: m.parts.add(url="https://x/y.png", media_type="image/png"),
-     ContentTypeNotSupportedError, "image/png"),
-])
+@pytest.mark.parametrize(
+    "mutate, error, words",
+    [
+        (lambda m: m.ClearField("message_id"), InvalidParamsError, "messageId"),
+        (lambda m: m.ClearField("parts"), InvalidParamsError, "parts"),
+        (lambda m: setattr(m, "role", Role.ROLE_AGENT), InvalidParamsError, "ROLE_USER"),
+        (lambda m: m.parts.add(), InvalidParamsError, "parts[1]"),
+        (
+            lambda m: m.parts.add(url="https://x/y.png", media_type="image/png"),
+            ContentTypeNotSupportedError,
+            "image/png",
+        ),
+    ],
+)
 def test_send_rejects_malformed_messages(agent, mutate, error, words):
     message = Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="x")])
     mutate(message)
@@ -89,8 +99,9 @@ def test_send_rejects_malformed_messages(agent, mutate, error, words):
 
 
 def test_send_rejects_output_modes_the_agent_cannot_produce(agent):
-    request = SendMessageRequest(message=Message(message_id="m", role=Role.ROLE_USER,
-                                                 parts=[Part(text="x")]))
+    request = SendMessageRequest(
+        message=Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="x")])
+    )
     request.configuration.accepted_output_modes.append("image/png")
     with pytest.raises(ContentTypeNotSupportedError, match="acceptedOutputModes"):
         message_send(agent=agent, principal=ALICE, request=request)
@@ -118,15 +129,21 @@ def test_status_message_moves_into_history_when_replaced(agent):
     assert [m.parts[0].text for m in task.history] == ["hi", "w"]
     assert task.status.message.parts[0].text == "d"
     assert list(TaskEvent.objects.filter(task_id=task_id).values_list("seq", "kind")) == [
-        (1, "task"), (2, "status_update"), (3, "status_update")]
+        (1, "task"),
+        (2, "status_update"),
+        (3, "status_update"),
+    ]
 
 
 def test_artifact_chunks_append_and_replace(agent):
     task_id = send(agent).task_id
 
     def chunk(text, append):
-        return TaskArtifactUpdateEvent(task_id=str(task_id), append=append, artifact=Artifact(
-            artifact_id="a1", name="out", parts=[Part(text=text)]))
+        return TaskArtifactUpdateEvent(
+            task_id=str(task_id),
+            append=append,
+            artifact=Artifact(artifact_id="a1", name="out", parts=[Part(text=text)]),
+        )
 
     task_event_record(task_id=task_id, event=chunk("one ", False))
     task_event_record(task_id=task_id, event=chunk("two", True))
@@ -143,7 +160,8 @@ def test_events_after_the_end_are_ignored_and_foreign_events_are_refused(agent):
         task_event_record(task_id=task_id, event=status(uuid.uuid4(), TaskState.TASK_STATE_WORKING))
     assert task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_FAILED))
     assert not task_event_record(
-        task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED))
+        task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED)
+    )
     assert Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED"
 
 

@@ -1,0 +1,143 @@
+"""The served agent card, over real HTTP: both protocol versions, absolute URLs, HTTP caching."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+CARD = ".well-known/agent-card.json"
+LEGACY_CARD = ".well-known/agent.json"
+SKILL = {"id": "echo", "name": "Echo", "description": "Repeats you.", "tags": ["demo"]}
+SECRET_SKILL = {"id": "x", "name": "X", "description": "d", "tags": ["t"]}
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def agent(make_tenant, make_agent):
+    return make_agent(
+        make_tenant(),
+        "echo",
+        skills=[SKILL],
+        extended_skills=[SECRET_SKILL],
+        default_input_modes=["text/plain", "application/json"],
+    )
+
+
+def test_card_advertises_both_versions_with_absolute_urls(http, live_platform, agent):
+    url = live_platform.agent_url(agent)
+    bodies = []
+    for path in (CARD, LEGACY_CARD):
+        response = http.get(url + path)
+        assert response.status_code == 200, response.text
+        assert response.headers["Content-Type"].startswith("application/json")
+        card = response.json()
+        bodies.append(card)
+        interfaces = card["supportedInterfaces"]
+        assert [(i["protocolBinding"], i["protocolVersion"]) for i in interfaces] == [
+            ("JSONRPC", "1.0"),
+            ("JSONRPC", "0.3"),
+        ]
+        assert all(i["url"] == url for i in interfaces)
+        assert url.startswith(live_platform.url + "/a2a/")
+        # The v0.3 fields, for 0.3 clients.
+        assert card["url"] == url
+        assert card["preferredTransport"] == "JSONRPC"
+        assert card["protocolVersion"] == "0.3"
+        assert card["capabilities"]["streaming"] is False
+        assert card["capabilities"]["pushNotifications"] is False
+        assert card["supportsAuthenticatedExtendedCard"] is True
+        assert card["name"] == "Echo" and card["description"] == "The echo agent."
+        assert card["defaultInputModes"] == ["text/plain", "application/json"]
+        assert [s["id"] for s in card["skills"]] == ["echo"]  # not the extended skill
+        assert set(card["securitySchemes"]) == {"apiKey", "bearer"}
+        assert {} not in card["securityRequirements"]  # private: a key is required
+    assert bodies[0] == bodies[1]
+
+
+def test_card_url_is_the_jsonrpc_endpoint(http, live_platform, agent, make_key):
+    card = http.get(live_platform.agent_url(agent) + CARD).json()
+    key = make_key(agent.tenant)
+    for interface in card["supportedInterfaces"]:
+        method = "ListTasks" if interface["protocolVersion"] == "1.0" else "tasks/list"
+        response = http.post(
+            interface["url"],
+            json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {}},
+            headers={"A2A-Version": interface["protocolVersion"], "X-API-Key": key},
+        )
+        assert response.status_code == 200
+        assert response.json()["result"]["tasks"] == []
+
+
+def test_public_agent_card_allows_anonymous_callers(http, live_platform, make_tenant, make_agent):
+    agent = make_agent(make_tenant(), "pub", visibility="public")
+    card = http.get(live_platform.agent_url(agent) + CARD).json()
+    assert {} in card["securityRequirements"]
+    assert {} in card["security"]
+
+
+def test_card_caching_headers_and_conditional_gets(http, live_platform, agent):
+    url = live_platform.agent_url(agent) + CARD
+    response = http.get(url)
+    etag, last_modified = response.headers["ETag"], response.headers["Last-Modified"]
+    assert etag.startswith('"') and etag.endswith('"') and len(etag) > 10
+    assert parsedate_to_datetime(last_modified) == agent.updated_at.replace(microsecond=0)
+    cache_control = response.headers["Cache-Control"]
+    assert "public" in cache_control and "max-age=300" in cache_control
+    assert response.headers["Access-Control-Allow-Origin"] == "*"
+    assert http.get(url).headers["ETag"] == etag  # stable
+
+    for if_none_match in (etag, f'"nope", {etag}', "*"):
+        not_modified = http.get(url, headers={"If-None-Match": if_none_match})
+        assert not_modified.status_code == 304, if_none_match
+        assert not_modified.content == b""
+        assert not_modified.headers["ETag"] == etag
+    assert http.get(url, headers={"If-None-Match": '"nope"'}).status_code == 200
+    assert http.get(url, headers={"If-Modified-Since": last_modified}).status_code == 304
+    old = "Mon, 01 Jan 1990 00:00:00 GMT"
+    assert http.get(url, headers={"If-Modified-Since": old}).status_code == 200
+    # If-None-Match wins over If-Modified-Since (RFC 9110).
+    assert (
+        http.get(
+            url, headers={"If-None-Match": '"nope"', "If-Modified-Since": last_modified}
+        ).status_code
+        == 200
+    )
+
+    agent.description = "A changed agent."
+    agent.save()
+    changed = http.get(url, headers={"If-None-Match": etag})
+    assert changed.status_code == 200
+    assert changed.json()["description"] == "A changed agent."
+    assert changed.headers["ETag"] != etag
+
+
+def test_unknown_or_inactive_agent_card_is_404_json(http, live_platform, agent):
+    slug = agent.tenant.slug
+    for path in (
+        f"/a2a/{slug}/nobody/{CARD}",
+        f"/a2a/nobody/echo/{CARD}",
+        f"/a2a/{slug}/nobody/{LEGACY_CARD}",
+    ):
+        response = http.get(live_platform.url + path)
+        assert response.status_code == 404
+        assert response.json()["error"] == "agent_not_found"
+    agent.is_active = False
+    agent.save()
+    response = http.get(live_platform.agent_url(agent) + CARD)
+    assert response.status_code == 404 and response.json()["error"] == "agent_not_found"
+    assert (
+        http.post(
+            live_platform.agent_url(agent), json={"jsonrpc": "2.0", "id": 1, "method": "tasks/list"}
+        ).status_code
+        == 404
+    )
