@@ -10,6 +10,7 @@ class AuthenticationRequired(Exception):
     # A server-defined JSON-RPC code (the -32000..-32099 range is reserved for servers).
     jsonrpc_code = -32050
     grpc_status = "UNAUTHENTICATED"
+    reason = "UNAUTHENTICATED"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

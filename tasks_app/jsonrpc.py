@@ -39,6 +39,7 @@ from .dialects import V0_3, V1_0, conversions, v03
 from .doorbell import wait_until
 from .errors import (
     A2AError,
+    ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
@@ -350,12 +351,24 @@ async def _dispatch_one(call: Call, dialect: str, body: Any) -> dict[str, Any] |
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
+def _error_info(reason: str) -> dict[str, Any]:
+    return {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": "a2a-protocol.org",
+    }
+
+
 def _unauthorized(message: str, request_id: Any = None) -> JsonResponse:
     response = JsonResponse(
         {
             "jsonrpc": "2.0",
             "id": request_id,
-            "error": {"code": AuthenticationRequired.jsonrpc_code, "message": message},
+            "error": {
+                "code": AuthenticationRequired.jsonrpc_code,
+                "message": message,
+                "data": [_error_info(AuthenticationRequired.reason)],
+            },
         },
         status=401,
     )
@@ -391,8 +404,8 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
     content_type = request.content_type or ""
     if content_type and content_type != "application/json" and not content_type.endswith("+json"):
         return _jsonrpc_error_response(
-            InvalidRequestError(
-                f"Content-Type {content_type!r} is not JSON; send application/json."
+            ContentTypeNotSupportedError(
+                f"Content-Type {content_type!r} is not supported; send application/json."
             ),
             status=415,
         )

@@ -95,6 +95,7 @@ def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequ
         stored.CopyFrom(message)
         stored.task_id = str(task.id)
         stored.context_id = task.context_id
+        _status_message_to_history(task)
         position = _history_append(task, stored)
         if task.last_seq == 0:
             _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=_snapshot(task)))
@@ -266,10 +267,16 @@ def _apply_status(task: Task, event: TaskStatusUpdateEvent) -> None:
         task.metadata = {**task.metadata, **_dict(event.metadata)}
 
 
-def _set_status(task: Task, state: int, message: MessageProto | None) -> None:
-    # As in the SDK's TaskManager: the previous status message moves into the history.
+def _status_message_to_history(task: Task) -> None:
+    """As the SDK's TaskManager does: a status message that is replaced, or answered by a new
+    message, moves into the history, so the history reads in the order things were said."""
     if task.status_message:
         _history_append(task, ParseDict(task.status_message, MessageProto()))
+        task.status_message = None
+
+
+def _set_status(task: Task, state: int, message: MessageProto | None) -> None:
+    _status_message_to_history(task)
     task.state = TaskState.Name(state)
     task.status_message = _dict(message) if message is not None else None
     task.status_timestamp = timezone.now()
@@ -310,6 +317,7 @@ def _apply_message(task: Task, message: MessageProto) -> None:
     stored = MessageProto()
     stored.CopyFrom(message)
     stored.context_id = task.context_id
+    _status_message_to_history(task)
     _history_append(task, stored)
     # A direct reply ends the exchange: the task is kept (nothing is lost) as completed.
     task.reply_message_id = message.message_id

@@ -53,10 +53,6 @@ class ConformanceExecutor(AgentExecutor):
         await updater.update_status(TaskState.TASK_STATE_CANCELED)
 
     def _scenario_for(self, message_id: str, context: RequestContext) -> Scenario:
-        # A follow-up to a task that asked for input completes it, whatever the new messageId.
-        task = context.current_task
-        if task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            return self._complete_after_input
         table: list[tuple[str, Scenario]] = [
             ("tck-complete-task", self._complete_task),
             ("tck-artifact-text", self._artifact(lambda: [_text("Generated text content")])),
@@ -115,6 +111,10 @@ class ConformanceExecutor(AgentExecutor):
         for prefix, scenario in sorted(table, key=lambda item: -len(item[0])):
             if message_id.startswith(prefix):
                 return scenario
+        # A follow-up without a known prefix to a task that asked for input completes it.
+        task = context.current_task
+        if task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            return self._complete_after_input
         return self._default
 
     async def _complete_task(self, ctx: RequestContext, up: TaskUpdater, q: EventQueue) -> None:

@@ -675,6 +675,7 @@ def test_http_level_errors(http, echo, live_platform):
             headers={"Content-Type": content_type, "X-API-Key": echo.key},
         )
         assert response.status_code == 415, (content_type, response.text)
+        assert response.json()["error"]["code"] == -32005
         assert content_type in response.json()["error"]["message"]
     slug = echo.agent.tenant.slug
     for path in ("/a2a/no-such-tenant/echo/", f"/a2a/{slug}/no-such-agent/"):
@@ -716,6 +717,8 @@ def test_private_agent_rejects_bad_credentials(
         assert response.status_code == 401, (headers, response.text)
         assert response.headers["WWW-Authenticate"].startswith("Bearer"), headers
         assert response.json()["id"] == "auth" and "result" not in response.json()
+        error = response.json()["error"]
+        assert error["code"] == -32050 and error["data"][0]["reason"] == "UNAUTHENTICATED"
     assert (
         "must be 'Bearer <api key>'"
         in post(http, url, body, {**d.headers, "Authorization": "Basic eHg="}).json()["error"][

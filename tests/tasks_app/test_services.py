@@ -207,3 +207,14 @@ def test_reaper_fails_tasks_whose_lease_expired_and_spares_live_ones(agent):
     assert Task.objects.get(pk=live).state == "TASK_STATE_SUBMITTED"
     task_release(task_id=live)
     assert task_claim(task_id=stale) == "ended"
+
+
+def test_a_follow_up_puts_the_agents_question_before_the_answer_in_history(agent):
+    task_id = send(agent, text="first").task_id
+    task_event_record(
+        task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED, "which?")
+    )
+    send(agent, text="this one", task_id=str(task_id))
+    task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
+    assert [m.parts[0].text for m in task.history] == ["first", "which?", "this one"]
+    assert not task.status.HasField("message")
