@@ -315,7 +315,9 @@ def _valid_id(value: Any) -> bool:
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
-async def _dispatch_one(call: Call, dialect: str, body: Any) -> dict[str, Any] | None:
+async def _dispatch_one(
+    call: Call, dialect: str, body: Any, *, in_batch: bool = False
+) -> dict[str, Any] | None:
     """Answer one request object; None for a notification."""
     if not isinstance(body, dict):
         return _error(None, InvalidRequestError("Each request must be a JSON object."))
@@ -340,8 +342,15 @@ async def _dispatch_one(call: Call, dialect: str, body: Any) -> dict[str, Any] |
         result = await handler(call, params)
     except A2AError as exc:
         return None if is_notification else _error(request_id, exc)
-    except AuthenticationRequired:
-        raise
+    except AuthenticationRequired as exc:
+        if not in_batch:
+            raise  # a lone request is answered HTTP 401
+        # In a batch the other calls already ran: their answers must not be lost to a 401.
+        return (
+            None
+            if is_notification
+            else {"jsonrpc": "2.0", "id": request_id, "error": _unauthenticated_error(exc.message)}
+        )
     except Exception:
         logger.exception("Unhandled error in %s", method)
         error = InternalError("The server failed to process this request; it has been logged.")
@@ -359,16 +368,20 @@ def _error_info(reason: str) -> dict[str, Any]:
     }
 
 
+def _unauthenticated_error(message: str) -> dict[str, Any]:
+    return {
+        "code": AuthenticationRequired.jsonrpc_code,
+        "message": message,
+        "data": [_error_info(AuthenticationRequired.reason)],
+    }
+
+
 def _unauthorized(message: str, request_id: Any = None) -> JsonResponse:
     response = JsonResponse(
         {
             "jsonrpc": "2.0",
             "id": request_id,
-            "error": {
-                "code": AuthenticationRequired.jsonrpc_code,
-                "message": message,
-                "data": [_error_info(AuthenticationRequired.reason)],
-            },
+            "error": _unauthenticated_error(message),
         },
         status=401,
     )
@@ -447,7 +460,7 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         if isinstance(body, list):
             if not body:
                 return _jsonrpc_error_response(InvalidRequestError("An empty batch is invalid."))
-            answers = [await _dispatch_one(call, dialect, item) for item in body]
+            answers = [await _dispatch_one(call, dialect, item, in_batch=True) for item in body]
             answers = [a for a in answers if a is not None]
             return JsonResponse(answers, safe=False) if answers else HttpResponse(status=204)
         answer = await _dispatch_one(call, dialect, body)
