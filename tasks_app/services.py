@@ -360,6 +360,11 @@ def task_cancel_force(*, task_id: uuid.UUID, reason: str) -> None:
 
 
 def _cancel_now(task: Task, reason: str) -> None:
+    _end_by_platform(task, TaskState.TASK_STATE_CANCELED, reason)
+
+
+def _end_by_platform(task: Task, state: int, reason: str) -> None:
+    """End a task on the platform's own authority, saying why in the status message."""
     note = MessageProto(
         message_id=str(uuid.uuid4()),
         role=Role.ROLE_AGENT,
@@ -367,10 +372,10 @@ def _cancel_now(task: Task, reason: str) -> None:
         context_id=task.context_id,
     )
     note.parts.add(text=reason)
-    status = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
-    _set_status(task, TaskState.TASK_STATE_CANCELED, note)
-    status.status.CopyFrom(_status_proto(task))
-    _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=status))
+    _set_status(task, state, note)
+    event = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
+    event.status.CopyFrom(_status_proto(task))
+    _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=event))
 
 
 def task_fail(*, task_id: uuid.UUID, reason: str) -> bool:
@@ -379,17 +384,7 @@ def task_fail(*, task_id: uuid.UUID, reason: str) -> bool:
         task = Task.objects.select_for_update().get(pk=task_id)
         if task.is_terminal:
             return False
-        note = MessageProto(
-            message_id=str(uuid.uuid4()),
-            role=Role.ROLE_AGENT,
-            task_id=str(task.pk),
-            context_id=task.context_id,
-        )
-        note.parts.add(text=reason)
-        _set_status(task, TaskState.TASK_STATE_FAILED, note)
-        status = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
-        status.status.CopyFrom(_status_proto(task))
-        _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=status))
+        _end_by_platform(task, TaskState.TASK_STATE_FAILED, reason)
         task.running_since = None
         task.lease_expires_at = None
         task.save()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -55,3 +56,13 @@ async def send(client: Client, message: Message, **configuration: Any) -> Stream
 
 V1_0 = PROTOCOL_VERSION_1_0
 V0_3 = PROTOCOL_VERSION_0_3
+
+
+def raw_send(text: str, *, return_immediately: bool = False, request_id: int = 1) -> dict[str, Any]:
+    """A v1.0 SendMessage JSON-RPC request, for tests that speak raw HTTP."""
+    params: dict[str, Any] = {
+        "message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    }
+    if return_immediately:
+        params["configuration"] = {"returnImmediately": True}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "SendMessage", "params": params}

@@ -12,6 +12,8 @@ from channels.layers import get_channel_layer
 
 from tasks_app.doorbell import _group
 
+from .clients import raw_send
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
@@ -26,19 +28,7 @@ def test_worker_events_ring_the_doorbell(live_platform, make_tenant, make_agent,
         async with httpx.AsyncClient(headers={"X-API-Key": key, "A2A-Version": "1.0"}) as http:
             response = await http.post(
                 url,
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "SendMessage",
-                    "params": {
-                        "message": {
-                            "messageId": str(uuid.uuid4()),
-                            "role": "ROLE_USER",
-                            "parts": [{"text": "ring"}],
-                        },
-                        "configuration": {"returnImmediately": True},
-                    },
-                },
+                json=raw_send("ring", return_immediately=True),
             )
         task_id = response.json()["result"]["task"]["id"]
         channel = await layer.new_channel()

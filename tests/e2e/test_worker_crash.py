@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 
 import pytest
 from a2a.types import TaskState
@@ -13,6 +12,7 @@ from a2a_platform.celery import app
 from tasks_app.models import Task
 
 from ..conftest import stop_process
+from .clients import raw_send
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -39,19 +39,7 @@ def test_task_of_a_killed_worker_is_failed_by_the_reaper(
         response = httpx.post(
             url,
             headers={"X-API-Key": key, "A2A-Version": "1.0"},
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {
-                    "message": {
-                        "messageId": str(uuid.uuid4()),
-                        "role": "ROLE_USER",
-                        "parts": [{"text": "work forever"}],
-                    },
-                    "configuration": {"returnImmediately": True},
-                },
-            },
+            json=raw_send("work forever", return_immediately=True),
         )
         task_id = response.json()["result"]["task"]["id"]
         assert wait_for(
