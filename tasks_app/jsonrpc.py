@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from a2a.types import (
@@ -28,15 +27,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from google.protobuf.json_format import MessageToDict
 
-from agents.auth import Principal, authenticate, credentials_from_headers
-from agents.cards import agent_card_build
+from agents.auth import authenticate, credentials_from_headers
 from agents.errors import AgentNotFound, AuthenticationRequired
-from agents.models import Agent
 from agents.selectors import agent_get_active
 
 from . import dialects
 from .dialects import V0_3, V1_0, conversions, v03
-from .doorbell import wait_until
 from .errors import (
     A2AError,
     ContentTypeNotSupportedError,
@@ -49,85 +45,19 @@ from .errors import (
     UnsupportedOperationError,
     jsonrpc_error,
 )
-from .models import INTERRUPTED_STATES, TERMINAL_STATES, Task
-from .selectors import task_get, task_list, task_reply_message, task_to_proto
-from .services import message_send, task_cancel_force, task_cancel_request
+from .operations import (
+    Caller,
+    cancel_task,
+    get_extended_card,
+    get_task,
+    list_tasks,
+    send_message,
+)
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Call:
-    agent: Agent
-    principal: Principal
-
-
-Handler = Callable[[Call, dict[str, Any]], Awaitable[Any]]
-
-
-# --- shared steps (one per service call, used by both dialects) -------------------------
-
-
-async def _send(call: Call, request: SendMessageRequest) -> TaskProto | Any:
-    outcome = await database_sync_to_async(message_send)(
-        agent=call.agent, principal=call.principal, request=request
-    )
-    if not request.configuration.return_immediately:
-
-        def settled(state: str, seq: int) -> bool:
-            return state in TERMINAL_STATES or (
-                state in INTERRUPTED_STATES and seq > outcome.since_seq
-            )
-
-        await wait_until(outcome.task_id, settled, settings.A2A_BLOCKING_TIMEOUT_SECONDS)
-    history_length = (
-        request.configuration.history_length
-        if request.configuration.HasField("history_length")
-        else None
-    )
-
-    def result() -> Any:
-        task = Task.objects.get(pk=outcome.task_id)
-        return task_reply_message(task) or task_to_proto(task, history_length=history_length)
-
-    return await database_sync_to_async(result)()
-
-
-async def _cancel(call: Call, task_id: str) -> TaskProto:
-    task_pk, running = await database_sync_to_async(task_cancel_request)(
-        agent=call.agent, principal=call.principal, task_id=task_id
-    )
-    if running:
-        timeout = settings.A2A_CANCEL_TIMEOUT_SECONDS
-        await wait_until(task_pk, lambda state, seq: state in TERMINAL_STATES, timeout + 2)
-        await database_sync_to_async(task_cancel_force)(
-            task_id=task_pk,
-            reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.",
-        )
-    return await database_sync_to_async(task_get)(
-        agent=call.agent, principal=call.principal, task_id=task_id
-    )
-
-
-async def _get(call: Call, request: GetTaskRequest) -> TaskProto:
-    return await database_sync_to_async(task_get)(
-        agent=call.agent,
-        principal=call.principal,
-        task_id=request.id,
-        history_length=request.history_length if request.HasField("history_length") else None,
-    )
-
-
-async def _list(call: Call, request: ListTasksRequest) -> Any:
-    return await database_sync_to_async(task_list)(
-        agent=call.agent, principal=call.principal, request=request
-    )
-
-
-async def _extended_card(call: Call) -> Any:
-    if call.principal.is_anonymous:
-        raise AuthenticationRequired("The extended agent card requires an API key.")
-    return await database_sync_to_async(agent_card_build)(call.agent, extended=True)
+Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
 
 
 def _streaming_unsupported(method: str) -> A2AError:
@@ -150,42 +80,44 @@ def _dict(message: Any) -> dict[str, Any]:
     return MessageToDict(message)
 
 
-async def v10_send(call: Call, params: dict[str, Any]) -> Any:
-    result = await _send(call, dialects.v10_params(params, SendMessageRequest))
+async def v10_send(call: Caller, params: dict[str, Any]) -> Any:
+    result = await send_message(call, dialects.v10_params(params, SendMessageRequest))
     if isinstance(result, TaskProto):
         return _dict(SendMessageResponse(task=result))
     return _dict(SendMessageResponse(message=result))
 
 
-async def v10_get(call: Call, params: dict[str, Any]) -> Any:
-    return _dict(await _get(call, dialects.v10_params(params, GetTaskRequest)))
+async def v10_get(call: Caller, params: dict[str, Any]) -> Any:
+    return _dict(await get_task(call, dialects.v10_params(params, GetTaskRequest)))
 
 
-async def v10_list(call: Call, params: dict[str, Any]) -> Any:
+async def v10_list(call: Caller, params: dict[str, Any]) -> Any:
     request = dialects.v10_params(params, ListTasksRequest)
     if request.status not in TaskState.values():
         raise InvalidParamsError(f"'status' {request.status} is not a task state.")
-    response = MessageToDict(await _list(call, request), always_print_fields_with_no_presence=True)
+    response = MessageToDict(
+        await list_tasks(call, request), always_print_fields_with_no_presence=True
+    )
     if not request.include_artifacts:
         for task in response["tasks"]:
             task.pop("artifacts", None)
     return response
 
 
-async def v10_cancel(call: Call, params: dict[str, Any]) -> Any:
-    return _dict(await _cancel(call, dialects.v10_params(params, CancelTaskRequest).id))
+async def v10_cancel(call: Caller, params: dict[str, Any]) -> Any:
+    return _dict(await cancel_task(call, dialects.v10_params(params, CancelTaskRequest).id))
 
 
-async def v10_extended_card(call: Call, params: dict[str, Any]) -> Any:
-    return _dict(await _extended_card(call))
+async def v10_extended_card(call: Caller, params: dict[str, Any]) -> Any:
+    return _dict(await get_extended_card(call))
 
 
 # --- v0.3 -----------------------------------------------------------------------------
 
 
-async def v03_send(call: Call, params: dict[str, Any]) -> Any:
+async def v03_send(call: Caller, params: dict[str, Any]) -> Any:
     request = dialects.v03_request(v03.SendMessageRequest, "message/send", params)
-    result = await _send(
+    result = await send_message(
         call,
         dialects.v03_convert("message/send", conversions.to_core_send_message_request, request),
     )
@@ -194,19 +126,19 @@ async def v03_send(call: Call, params: dict[str, Any]) -> Any:
     return dialects.v03_dump(conversions.to_compat_message(result))
 
 
-async def v03_get(call: Call, params: dict[str, Any]) -> Any:
+async def v03_get(call: Caller, params: dict[str, Any]) -> Any:
     request = dialects.v03_request(v03.GetTaskRequest, "tasks/get", params)
     if request.params.history_length is not None and request.params.history_length < 0:
         raise InvalidParamsError("'historyLength' must be zero or positive.")
-    task = await _get(
+    task = await get_task(
         call, dialects.v03_convert("tasks/get", conversions.to_core_get_task_request, request)
     )
     return dialects.v03_dump(conversions.to_compat_task(task))
 
 
-async def v03_list(call: Call, params: dict[str, Any]) -> Any:
+async def v03_list(call: Caller, params: dict[str, Any]) -> Any:
     request = dialects.v03_convert("tasks/list", dialects.v03_list_request, params)
-    response = await _list(call, request)
+    response = await list_tasks(call, request)
     tasks = [dialects.v03_dump(conversions.to_compat_task(t)) for t in response.tasks]
     if not request.include_artifacts:
         for task in tasks:
@@ -219,17 +151,17 @@ async def v03_list(call: Call, params: dict[str, Any]) -> Any:
     }
 
 
-async def v03_cancel(call: Call, params: dict[str, Any]) -> Any:
+async def v03_cancel(call: Caller, params: dict[str, Any]) -> Any:
     request = dialects.v03_request(v03.CancelTaskRequest, "tasks/cancel", params)
-    return dialects.v03_dump(conversions.to_compat_task(await _cancel(call, request.params.id)))
+    return dialects.v03_dump(conversions.to_compat_task(await cancel_task(call, request.params.id)))
 
 
-async def v03_extended_card(call: Call, params: dict[str, Any]) -> Any:
-    return dialects.v03_dump(conversions.to_compat_agent_card(await _extended_card(call)))
+async def v03_extended_card(call: Caller, params: dict[str, Any]) -> Any:
+    return dialects.v03_dump(conversions.to_compat_agent_card(await get_extended_card(call)))
 
 
 def _refuse(error: Callable[[str], A2AError], method: str) -> Handler:
-    async def handler(call: Call, params: dict[str, Any]) -> Any:
+    async def handler(call: Caller, params: dict[str, Any]) -> Any:
         raise error(method)
 
     return handler
@@ -316,7 +248,7 @@ def _valid_id(value: Any) -> bool:
 
 
 async def _dispatch_one(
-    call: Call, dialect: str, body: Any, *, in_batch: bool = False
+    call: Caller, dialect: str, body: Any, *, in_batch: bool = False
 ) -> dict[str, Any] | None:
     """Answer one request object; None for a notification."""
     if not isinstance(body, dict):
@@ -454,7 +386,7 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         )
     except AuthenticationRequired as exc:
         return _unauthorized(exc.message, single_id)
-    call = Call(agent=agent, principal=principal)
+    call = Caller(agent=agent, principal=principal)
 
     try:
         if isinstance(body, list):

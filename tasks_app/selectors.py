@@ -110,6 +110,12 @@ def task_reply_message(task: Task) -> MessageProto | None:
     return ParseDict(data, MessageProto()) if data is not None else None
 
 
+def task_send_result(*, task_id: uuid.UUID, history_length: int | None) -> TaskProto | MessageProto:
+    """What a send answers: the agent's direct Message if it gave one, else the task."""
+    task = Task.objects.get(pk=task_id)
+    return task_reply_message(task) or task_to_proto(task, history_length=history_length)
+
+
 def task_list(
     *, agent: Agent, principal: Principal, request: ListTasksRequest
 ) -> ListTasksResponse:
