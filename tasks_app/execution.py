@@ -16,10 +16,9 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.types import Message as MessageProto
-from a2a.types import SendMessageConfiguration, SendMessageRequest
+from a2a.types import SendMessageConfiguration, SendMessageRequest, TaskState
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.utils import timezone
 from google.protobuf.json_format import ParseDict
 
 from agents.executors import executor_build
@@ -28,10 +27,9 @@ from .errors import A2AError
 from .models import INTERRUPTED_STATES, TERMINAL_STATES, Task
 from .selectors import task_to_proto
 from .services import (
-    task_cancel_force,
     task_claim,
+    task_end,
     task_event_record,
-    task_fail,
     task_lease_renew,
     task_release,
 )
@@ -49,16 +47,27 @@ class PlatformEventQueue(EventQueue):
         await database_sync_to_async(task_event_record)(task_id=self.task_id, event=event)
 
 
-def task_run(*, task_id: uuid.UUID, position: int, configuration: dict[str, Any]) -> str:
+def task_run(
+    *, task_id: uuid.UUID, job_id: str, position: int, configuration: dict[str, Any]
+) -> str:
     """Run the agent for the message at `position`. Returns how the claim went."""
-    claim = task_claim(task_id=task_id)
+    claim = task_claim(task_id=task_id, job_id=job_id)
     if claim != "claimed":
         return claim
     try:
         asyncio.run(_run(task_id, position, configuration))
+    except Exception as exc:
+        # Whatever broke outside the executor (the database, the platform), the task must not
+        # be left working with no run behind it.
+        logger.exception("Run of task %s failed", task_id)
+        _fail(task_id, f"The platform could not run the agent ({type(exc).__name__}: {exc}).")
     finally:
         task_release(task_id=task_id)
     return claim
+
+
+def _fail(task_id: uuid.UUID, reason: str) -> None:
+    task_end(task_id=task_id, state=TaskState.TASK_STATE_FAILED, reason=reason)
 
 
 def _load(task_id: uuid.UUID, position: int) -> tuple[Task, MessageProto, Any]:
@@ -70,13 +79,12 @@ def _load(task_id: uuid.UUID, position: int) -> tuple[Task, MessageProto, Any]:
 async def _run(task_id: uuid.UUID, position: int, configuration: dict[str, Any]) -> None:
     task, message, current = await database_sync_to_async(_load)(task_id, position)
     agent = task.agent
+    fail = database_sync_to_async(_fail)
     try:
         executor = executor_build(kind=agent.executor_kind, config=agent.executor_config)
     except Exception as exc:
         logger.exception("Cannot build executor for agent %s", agent)
-        await database_sync_to_async(task_fail)(
-            task_id=task_id, reason=f"The agent's executor could not be started: {exc}"
-        )
+        await fail(task_id, f"The agent's executor could not be started: {exc}")
         return
     request = SendMessageRequest(message=message)
     if configuration:
@@ -92,9 +100,11 @@ async def _run(task_id: uuid.UUID, position: int, configuration: dict[str, Any])
     )
     queue = PlatformEventQueue(task_id)
     run = asyncio.ensure_future(executor.execute(context, queue))
-    outcome = await _supervise(task_id, run)
-    if outcome == "cancel":
+    if await _supervise(task_id, run) == "cancel":
         await _cancel(task_id, run, executor, context, queue)
+        return
+    if run.cancelled():
+        await fail(task_id, "The agent's executor was cancelled by itself.")
         return
     error = run.exception()
     if error is not None:
@@ -102,18 +112,13 @@ async def _run(task_id: uuid.UUID, position: int, configuration: dict[str, Any])
             error.message if isinstance(error, A2AError) else f"{type(error).__name__}: {error}"
         )
         logger.warning("Agent %s failed on task %s: %s", agent, task_id, reason)
-        await database_sync_to_async(task_fail)(
-            task_id=task_id, reason=f"The agent failed: {reason}"
-        )
+        await fail(task_id, f"The agent failed: {reason}")
         return
     state = await database_sync_to_async(
         lambda: Task.objects.values_list("state", flat=True).get(pk=task_id)
     )()
     if state not in TERMINAL_STATES and state not in INTERRUPTED_STATES:
-        await database_sync_to_async(task_fail)(
-            task_id=task_id,
-            reason=f"The agent's executor returned while the task was still {state}.",
-        )
+        await fail(task_id, f"The agent's executor returned while the task was still {state}.")
 
 
 async def _supervise(task_id: uuid.UUID, run: asyncio.Future[None]) -> str:
@@ -142,6 +147,4 @@ async def _cancel(
         )
     except Exception:
         logger.warning("The executor's cancel() failed for task %s", task_id, exc_info=True)
-    await database_sync_to_async(task_cancel_force)(
-        task_id=task_id, reason=f"Canceled at the caller's request ({timezone.now():%H:%M:%S} UTC)."
-    )
+    # If the executor did not end the task itself, task_release ends it as canceled.

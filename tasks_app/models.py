@@ -35,12 +35,17 @@ class Task(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # The last TaskEvent sequence number; the next event takes last_seq + 1.
     last_seq = models.PositiveIntegerField(default=0)
+    # The seq of the event that set the current state, so waiters can tell a state reached
+    # after their message from the same state reached before it.
+    status_seq = models.PositiveIntegerField(default=0)
     # messageId of an agent Message that answered the request directly (no task semantics).
     reply_message_id = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
     # Set while a worker runs the executor; the worker renews the lease while alive.
     running_since = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # The queued run's Celery id; cleared when a worker claims it, so a redelivered copy of the
+    # same job finds nothing to do.
     job_id = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

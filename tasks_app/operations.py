@@ -15,6 +15,7 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
+    TaskState,
 )
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
@@ -29,7 +30,7 @@ from agents.models import Agent
 from .doorbell import wait_until
 from .models import INTERRUPTED_STATES, TERMINAL_STATES
 from .selectors import task_get, task_list, task_send_result
-from .services import message_send, task_cancel_force, task_cancel_request
+from .services import message_send, task_cancel_request, task_end
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,9 @@ async def cancel_task(caller: Caller, task_id: str) -> TaskProto:
         timeout = settings.A2A_CANCEL_TIMEOUT_SECONDS
         # The worker gets the cancel timeout for executor.cancel() plus a margin to record it.
         await wait_until(task_pk, lambda state, seq: state in TERMINAL_STATES, timeout + 2)
-        await database_sync_to_async(task_cancel_force)(
+        await database_sync_to_async(task_end)(
             task_id=task_pk,
+            state=TaskState.TASK_STATE_CANCELED,
             reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.",
         )
     return await database_sync_to_async(task_get)(

@@ -177,9 +177,9 @@ def task_list(
 
 
 def task_progress(*, task_id: uuid.UUID) -> tuple[str, int]:
-    """(state, last event seq) of a task, for waiters."""
-    state, last_seq = Task.objects.filter(pk=task_id).values_list("state", "last_seq").get()
-    return state, last_seq
+    """(state, seq of the event that set it) of a task, for waiters."""
+    state, status_seq = Task.objects.filter(pk=task_id).values_list("state", "status_seq").get()
+    return state, status_seq
 
 
 def _timestamp(value: datetime) -> Timestamp:

@@ -32,11 +32,12 @@ from .errors import (
     ContentTypeNotSupportedError,
     InvalidAgentResponseError,
     InvalidParamsError,
+    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
-from .models import TERMINAL_STATES, Artifact, Message, Task, TaskEvent
-from .selectors import task_get_row
+from .models import INTERRUPTED_STATES, TERMINAL_STATES, Artifact, Message, Task, TaskEvent
+from .selectors import task_get_row, task_status, task_to_proto
 
 if TYPE_CHECKING:
     from agents.auth import Principal
@@ -44,10 +45,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+MAX_ID_LENGTH = 200  # messageId and contextId columns
 SUBMITTED = TaskState.Name(TaskState.TASK_STATE_SUBMITTED)
-CANCELED = TaskState.Name(TaskState.TASK_STATE_CANCELED)
-FAILED = TaskState.Name(TaskState.TASK_STATE_FAILED)
-COMPLETED = TaskState.Name(TaskState.TASK_STATE_COMPLETED)
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,17 @@ def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequ
                     f"Task {message.task_id} is {task.state} and accepts no more messages; "
                     "send without taskId to start a new task."
                 )
+            if task.state not in INTERRUPTED_STATES:
+                raise UnsupportedOperationError(
+                    f"Task {message.task_id} is {task.state}: the agent is still on it. Send "
+                    "a follow-up once it asks for one (input-required or auth-required), or "
+                    "cancel it."
+                )
+            if task.job_id:
+                raise UnsupportedOperationError(
+                    f"Task {message.task_id} already has a message waiting for the agent; "
+                    "wait for its answer before sending another."
+                )
             if message.context_id and message.context_id != task.context_id:
                 raise InvalidParamsError(
                     f"message.contextId {message.context_id!r} does not match the task's "
@@ -98,7 +108,7 @@ def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequ
         _status_message_to_history(task)
         position = _history_append(task, stored)
         if task.last_seq == 0:
-            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=_snapshot(task)))
+            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=task_to_proto(task)))
         task.job_id = str(uuid.uuid4())
         task.save()
         since_seq = task.last_seq
@@ -124,6 +134,9 @@ def _message_validate(*, agent: Agent, request: SendMessageRequest) -> None:
         raise InvalidParamsError("'message' is required.")
     if not message.message_id:
         raise InvalidParamsError("message.messageId is required.")
+    for name, value in (("messageId", message.message_id), ("contextId", message.context_id)):
+        if len(value) > MAX_ID_LENGTH:
+            raise InvalidParamsError(f"message.{name} is longer than {MAX_ID_LENGTH} characters.")
     if message.role not in (Role.ROLE_USER, Role.ROLE_UNSPECIFIED):
         raise InvalidParamsError("message.role must be ROLE_USER: clients send user messages.")
     if not message.parts:
@@ -152,8 +165,6 @@ def _message_validate(*, agent: Agent, request: SendMessageRequest) -> None:
                 f"({', '.join(offered)})."
             )
         if configuration.HasField("task_push_notification_config"):
-            from .errors import PushNotificationNotSupportedError
-
             raise PushNotificationNotSupportedError(
                 "This agent does not offer push notifications yet."
             )
@@ -183,12 +194,6 @@ def _history_append(task: Task, message: MessageProto) -> int:
     return position
 
 
-def _snapshot(task: Task) -> TaskProto:
-    from .selectors import task_to_proto
-
-    return task_to_proto(task)
-
-
 def _event_append(task: Task, kind: str, response: StreamResponse) -> int:
     task.last_seq += 1
     TaskEvent.objects.create(task=task, seq=task.last_seq, kind=kind, data=_dict(response))
@@ -215,7 +220,7 @@ def task_event_record(*, task_id: uuid.UUID, event: Event) -> bool:
         _event_check_ids(task, event)
         if isinstance(event, TaskProto):
             _apply_task(task, event)
-            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=_snapshot(task)))
+            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=task_to_proto(task)))
         elif isinstance(event, TaskStatusUpdateEvent):
             _apply_status(task, event)
             _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=event))
@@ -276,7 +281,9 @@ def _status_message_to_history(task: Task) -> None:
 
 
 def _set_status(task: Task, state: int, message: MessageProto | None) -> None:
+    """Change the state; the caller appends the event that says so, which takes the next seq."""
     _status_message_to_history(task)
+    task.status_seq = task.last_seq + 1
     task.state = TaskState.Name(state)
     task.status_message = _dict(message) if message is not None else None
     task.status_timestamp = timezone.now()
@@ -321,11 +328,10 @@ def _apply_message(task: Task, message: MessageProto) -> None:
     _history_append(task, stored)
     # A direct reply ends the exchange: the task is kept (nothing is lost) as completed.
     task.reply_message_id = message.message_id
-    task.state = COMPLETED
-    task.status_timestamp = timezone.now()
+    _set_status(task, TaskState.TASK_STATE_COMPLETED, None)
 
 
-# --- cancel, claim, fail --------------------------------------------------------------------
+# --- cancel, claim, end -------------------------------------------------------------------
 
 
 def task_cancel_request(
@@ -342,29 +348,26 @@ def task_cancel_request(
         running = task.running_since is not None
         if not running:
             # Nothing runs it: end it now, and drop the queued job if there is one.
-            _cancel_now(task, "Canceled before the agent started on it.")
-            job_id = task.job_id
+            _end_by_platform(task, TaskState.TASK_STATE_CANCELED, "Canceled before the agent ran.")
+            job_id, task.job_id = task.job_id, ""
             transaction.on_commit(lambda: _revoke(job_id))
         task.save()
         return task.pk, running
 
 
-def task_cancel_force(*, task_id: uuid.UUID, reason: str) -> None:
-    """End a task as canceled when its executor did not confirm the cancel in time."""
+def task_end(*, task_id: uuid.UUID, state: int, reason: str) -> bool:
+    """End a task that has not ended on the platform's own authority (failed by the reaper,
+    canceled when the agent ignored a cancel), with `reason` as the status message."""
     with transaction.atomic():
         task = Task.objects.select_for_update().get(pk=task_id)
         if task.is_terminal:
-            return
-        _cancel_now(task, reason)
+            return False
+        _end_by_platform(task, state, reason)
         task.save()
-
-
-def _cancel_now(task: Task, reason: str) -> None:
-    _end_by_platform(task, TaskState.TASK_STATE_CANCELED, reason)
+        return True
 
 
 def _end_by_platform(task: Task, state: int, reason: str) -> None:
-    """End a task on the platform's own authority, saying why in the status message."""
     note = MessageProto(
         message_id=str(uuid.uuid4()),
         role=Role.ROLE_AGENT,
@@ -374,27 +377,8 @@ def _end_by_platform(task: Task, state: int, reason: str) -> None:
     note.parts.add(text=reason)
     _set_status(task, state, note)
     event = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
-    event.status.CopyFrom(_status_proto(task))
+    event.status.CopyFrom(task_status(task))
     _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=event))
-
-
-def task_fail(*, task_id: uuid.UUID, reason: str) -> bool:
-    """Fail a task that has not ended, with `reason` as the status message."""
-    with transaction.atomic():
-        task = Task.objects.select_for_update().get(pk=task_id)
-        if task.is_terminal:
-            return False
-        _end_by_platform(task, TaskState.TASK_STATE_FAILED, reason)
-        task.running_since = None
-        task.lease_expires_at = None
-        task.save()
-        return True
-
-
-def _status_proto(task: Task) -> Any:
-    from .selectors import task_status
-
-    return task_status(task)
 
 
 def _revoke(job_id: str) -> None:
@@ -408,19 +392,24 @@ def _revoke(job_id: str) -> None:
         logger.warning("Could not revoke job %s; the worker will skip it", job_id, exc_info=True)
 
 
-def task_claim(*, task_id: uuid.UUID) -> str:
-    """Take the task for one run. Returns 'claimed', 'busy' (another run holds it) or 'ended'."""
+def task_claim(*, task_id: uuid.UUID, job_id: str) -> str:
+    """Take the task for the run of job `job_id`.
+
+    Returns 'claimed'; 'busy' when the previous run has not released the task yet; or 'ended'
+    when there is nothing to run: the task ended, or this job was already claimed (a broker
+    redelivery) or replaced.
+    """
     now = timezone.now()
     lease = now + timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
     claimed = (
-        Task.objects.filter(pk=task_id, running_since__isnull=True)
+        Task.objects.filter(pk=task_id, running_since__isnull=True, job_id=job_id)
         .exclude(state__in=TERMINAL_STATES)
-        .update(running_since=now, lease_expires_at=lease)
+        .update(running_since=now, lease_expires_at=lease, job_id="")
     )
     if claimed:
         return "claimed"
-    state = Task.objects.filter(pk=task_id).values_list("state", flat=True).first()
-    if state is None or state in TERMINAL_STATES:
+    row = Task.objects.filter(pk=task_id).values_list("state", "job_id").first()
+    if row is None or row[0] in TERMINAL_STATES or row[1] != job_id:
         return "ended"
     return "busy"
 
@@ -437,21 +426,37 @@ def task_lease_renew(*, task_id: uuid.UUID) -> bool:
 
 
 def task_release(*, task_id: uuid.UUID) -> None:
-    Task.objects.filter(pk=task_id).update(running_since=None, lease_expires_at=None)
+    """End a run's hold on the task. A cancel that arrived as the run was ending is honoured
+    here, so the canceling caller does not wait for a worker that is gone."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().filter(pk=task_id).first()
+        if task is None:
+            return
+        task.running_since = None
+        task.lease_expires_at = None
+        if task.cancel_requested and not task.is_terminal:
+            _end_by_platform(
+                task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
+            )
+        task.save()
 
 
 def tasks_reap(*, now: Any = None) -> list[uuid.UUID]:
-    """Fail tasks whose worker stopped renewing its lease (it crashed or was killed)."""
+    """Fail tasks whose worker stopped renewing its lease (it crashed or was killed).
+
+    A task that had already asked for input is only released: its run was over.
+    """
     now = now or timezone.now()
     reaped = []
     stale = Task.objects.filter(running_since__isnull=False, lease_expires_at__lt=now)
-    for task_id, lease in stale.values_list("pk", "lease_expires_at"):
+    for task_id, state, lease in stale.values_list("pk", "state", "lease_expires_at"):
         reason = (
             "The worker running this task stopped responding (its lease expired at "
             f"{lease:%Y-%m-%d %H:%M:%S} UTC); the platform failed the task."
         )
-        if task_fail(task_id=task_id, reason=reason):
+        if state not in INTERRUPTED_STATES and task_end(
+            task_id=task_id, state=TaskState.TASK_STATE_FAILED, reason=reason
+        ):
             reaped.append(task_id)
-        else:
-            task_release(task_id=task_id)
+        task_release(task_id=task_id)
     return reaped

@@ -5,21 +5,34 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from a2a.types import TaskState
 from celery import shared_task
 
 from .execution import task_run
-from .services import tasks_reap
+from .services import task_end, tasks_reap
+
+# A turn waits for the previous run to release the task; that is a moment, not minutes.
+BUSY_RETRIES = 60
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None)
+@shared_task(bind=True, acks_late=True, max_retries=BUSY_RETRIES)
 def run_agent_task(
     self: Any, task_id: str, position: int, configuration: dict[str, Any] | None = None
 ) -> str:
     outcome = task_run(
-        task_id=uuid.UUID(task_id), position=position, configuration=configuration or {}
+        task_id=uuid.UUID(task_id),
+        job_id=self.request.id,
+        position=position,
+        configuration=configuration or {},
     )
     if outcome == "busy":
-        # Another run of this task (an earlier turn) still holds it: this turn goes next.
+        if self.request.retries >= BUSY_RETRIES:
+            task_end(
+                task_id=uuid.UUID(task_id),
+                state=TaskState.TASK_STATE_FAILED,
+                reason="The previous turn's run never released the task; this turn was dropped.",
+            )
+            return "gave up"
         raise self.retry(countdown=1)
     return outcome
 

@@ -107,18 +107,47 @@ def test_send_rejects_output_modes_the_agent_cannot_produce(agent):
         message_send(agent=agent, principal=ALICE, request=request)
 
 
-def test_continuing_needs_same_owner_and_a_live_task_and_matching_context(agent):
+def job_of(task_id):
+    return Task.objects.get(pk=task_id).job_id
+
+
+def ask_for_input(task_id):
+    """Let a worker run the pending turn, which ends by asking for input."""
+    assert task_claim(task_id=task_id, job_id=job_of(task_id)) == "claimed"
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED))
+    task_release(task_id=task_id)
+
+
+def test_continuing_needs_same_owner_an_interrupted_task_and_matching_context(agent):
     task_id = send(agent).task_id
+    with pytest.raises(UnsupportedOperationError, match="still on it"):
+        send(agent, task_id=str(task_id))
+    ask_for_input(task_id)
     with pytest.raises(TaskNotFoundError):
         send(agent, principal=BOB, task_id=str(task_id))
     with pytest.raises(InvalidParamsError, match="contextId"):
         send(agent, task_id=str(task_id), context_id="another")
     again = send(agent, task_id=str(task_id))
-    assert again.task_id == task_id
+    assert again.task_id == task_id and again.since_seq == 2
     assert Task.objects.get(pk=task_id).messages.count() == 2
+    with pytest.raises(UnsupportedOperationError, match="already has a message waiting"):
+        send(agent, task_id=str(task_id))
     task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED))
     with pytest.raises(UnsupportedOperationError, match="TASK_STATE_COMPLETED"):
         send(agent, task_id=str(task_id))
+
+
+def test_ids_longer_than_the_columns_are_invalid_params(agent):
+    with pytest.raises(InvalidParamsError, match="messageId is longer"):
+        message_send(
+            agent=agent,
+            principal=ALICE,
+            request=SendMessageRequest(
+                message=Message(message_id="m" * 201, role=Role.ROLE_USER, parts=[Part(text="x")])
+            ),
+        )
+    with pytest.raises(InvalidParamsError, match="contextId is longer"):
+        send(agent, context_id="c" * 201)
 
 
 def test_status_message_moves_into_history_when_replaced(agent):
@@ -185,32 +214,52 @@ def test_cancel_of_unstarted_task_ends_it_at_once_and_terminal_is_not_cancelable
         task_cancel_request(agent=agent, principal=BOB, task_id=str(task_id))
 
 
-def test_cancel_of_running_task_only_flags_it(agent):
+def test_a_job_is_claimed_once_and_a_redelivered_copy_finds_nothing(agent):
     task_id = send(agent).task_id
-    assert task_claim(task_id=task_id) == "claimed"
-    assert task_claim(task_id=task_id) == "busy"
+    job = job_of(task_id)
+    assert task_claim(task_id=task_id, job_id="someone-else") == "ended"
+    assert task_claim(task_id=task_id, job_id=job) == "claimed"
+    assert task_claim(task_id=task_id, job_id=job) == "ended"
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED))
+    follow_up = send(agent, task_id=str(task_id))  # before the first run has released the task
+    assert task_claim(task_id=task_id, job_id=job_of(task_id)) == "busy"
+    task_release(task_id=task_id)
+    assert task_claim(task_id=task_id, job_id=job_of(follow_up.task_id)) == "claimed"
+
+
+def test_cancel_of_running_task_only_flags_it_and_release_honours_it(agent):
+    task_id = send(agent).task_id
+    assert task_claim(task_id=task_id, job_id=job_of(task_id)) == "claimed"
     _, needs_worker = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
     task = Task.objects.get(pk=task_id)
     assert needs_worker and task.cancel_requested and task.state == "TASK_STATE_SUBMITTED"
+    task_release(task_id=task_id)  # the run ended without the executor confirming
+    task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
+    assert task.status.state == TaskState.TASK_STATE_CANCELED
 
 
 def test_reaper_fails_tasks_whose_lease_expired_and_spares_live_ones(agent):
-    stale, live = send(agent).task_id, send(agent).task_id
-    for task_id in (stale, live):
-        assert task_claim(task_id=task_id) == "claimed"
-    Task.objects.filter(pk=stale).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    stale, live, asking = send(agent).task_id, send(agent).task_id, send(agent).task_id
+    for task_id in (stale, live, asking):
+        assert task_claim(task_id=task_id, job_id=job_of(task_id)) == "claimed"
+    task_event_record(task_id=asking, event=status(asking, TaskState.TASK_STATE_INPUT_REQUIRED))
+    Task.objects.filter(pk__in=[stale, asking]).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
     assert tasks_reap() == [stale]
+    asking_row = Task.objects.get(pk=asking)
+    assert asking_row.state == "TASK_STATE_INPUT_REQUIRED" and asking_row.running_since is None
     reaped = task_get(agent=agent, principal=ALICE, task_id=str(stale))
     assert reaped.status.state == TaskState.TASK_STATE_FAILED
     assert "stopped responding" in reaped.status.message.parts[0].text
     assert Task.objects.get(pk=stale).running_since is None
     assert Task.objects.get(pk=live).state == "TASK_STATE_SUBMITTED"
-    task_release(task_id=live)
-    assert task_claim(task_id=stale) == "ended"
+    assert task_claim(task_id=stale, job_id="") == "ended"
 
 
 def test_a_follow_up_puts_the_agents_question_before_the_answer_in_history(agent):
     task_id = send(agent, text="first").task_id
+    task_claim(task_id=task_id, job_id=job_of(task_id))
     task_event_record(
         task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED, "which?")
     )
