@@ -7,6 +7,7 @@ A malformed value raises ImproperlyConfigured at start-up instead of being guess
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,19 +25,40 @@ def _secret(name: str, default: str | None = None) -> str:
     file_name = env.str(f"{name}_FILE", default="")
     if file_name:
         try:
-            return Path(file_name).read_text().strip()
+            value = Path(file_name).read_text().strip()
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {exc}") from exc
+        if not value:
+            raise ImproperlyConfigured(f"{name}_FILE={file_name!r} is empty.")
+        return value
     value = env.str(name, default=default)
-    if value is None:
-        raise ImproperlyConfigured(f"Set {name} (or {name}_FILE).")
+    if not value:
+        raise ImproperlyConfigured(f"Set {name} (or {name}_FILE) to a non-empty value.")
     return value
 
 
 def _positive_float(name: str, default: float) -> float:
-    value = env.float(name, default=default)
-    if value <= 0:
-        raise ImproperlyConfigured(f"{name} must be a positive number, got {value}.")
+    # Not env.float: django-environ strips non-digits, so "2m" would quietly become 2.
+    raw = env.str(name, default=str(default)).strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds, got {raw!r}.") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ImproperlyConfigured(f"{name} must be a positive finite number, got {raw!r}.")
+    return value
+
+
+def _positive_int(name: str, default: int, *, allow_zero: bool = False) -> int:
+    raw = env.str(name, default=str(default)).strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, got {raw!r}.") from None
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ImproperlyConfigured(
+            f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {raw!r}."
+        )
     return value
 
 
@@ -49,8 +71,9 @@ if _public.scheme not in ("http", "https") or not _public.hostname:
     raise ImproperlyConfigured(
         f"A2A_PUBLIC_BASE_URL must be an absolute http(s) URL, got {A2A_PUBLIC_BASE_URL!r}."
     )
-ALLOWED_HOSTS = env.list(
-    "DJANGO_ALLOWED_HOSTS", default=[_public.hostname, "localhost", "127.0.0.1"]
+# The public host is always allowed: cards hand out URLs on it.
+ALLOWED_HOSTS = [_public.hostname] + env.list(
+    "DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1"]
 )
 CSRF_TRUSTED_ORIGINS = env.list(
     "DJANGO_CSRF_TRUSTED_ORIGINS", default=[f"{_public.scheme}://{_public.netloc}"]
@@ -101,7 +124,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+    "default": env.db_url_config(
+        _secret("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
+    ),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web, worker and beat processes read while one of them writes;
@@ -114,7 +139,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=0))
+    DATABASES["default"]["CONN_MAX_AGE"] = _positive_int(
+        "DATABASE_CONN_MAX_AGE", 0, allow_zero=True
+    )
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -173,7 +200,13 @@ A2A_CANCEL_TIMEOUT_SECONDS = _positive_float("A2A_CANCEL_TIMEOUT_SECONDS", 10.0)
 A2A_TASK_LEASE_SECONDS = _positive_float("A2A_TASK_LEASE_SECONDS", 120.0)
 A2A_REAPER_INTERVAL_SECONDS = _positive_float("A2A_REAPER_INTERVAL_SECONDS", 30.0)
 A2A_POLL_INTERVAL_SECONDS = _positive_float("A2A_POLL_INTERVAL_SECONDS", 0.2)
-A2A_MAX_REQUEST_BYTES = env.int("A2A_MAX_REQUEST_BYTES", default=10 * 1024 * 1024)
+if A2A_TASK_LEASE_SECONDS < 3 * A2A_POLL_INTERVAL_SECONDS:
+    raise ImproperlyConfigured(
+        "A2A_TASK_LEASE_SECONDS must be at least three times A2A_POLL_INTERVAL_SECONDS, "
+        "or live runs would lose their lease between two renewals."
+    )
+A2A_MAX_REQUEST_BYTES = _positive_int("A2A_MAX_REQUEST_BYTES", 10 * 1024 * 1024)
+A2A_MAX_BATCH_REQUESTS = _positive_int("A2A_MAX_BATCH_REQUESTS", 50)
 # Dotted paths of AgentExecutor classes tenants may pick for the `python` executor kind.
 A2A_PYTHON_EXECUTORS = env.list("A2A_PYTHON_EXECUTORS", default=[])
 DATA_UPLOAD_MAX_MEMORY_SIZE = A2A_MAX_REQUEST_BYTES

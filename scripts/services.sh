@@ -84,9 +84,9 @@ PY
 
 services_stop() {
   [ -n "${SERVICES_DIR:-}" ] || return 0
-  [ -f "$SERVICES_DIR/redis.pid" ] && kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null
+  [ -f "$SERVICES_DIR/redis.pid" ] && { kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null || true; }
   "${SERVICES_RUN_AS[@]}" "$SERVICES_PG_BIN/pg_ctl" -D "$SERVICES_DIR/pg" -m immediate stop \
-    >/dev/null 2>&1
+    >/dev/null 2>&1 || true
   rm -rf "$SERVICES_DIR"
   SERVICES_DIR=
 }

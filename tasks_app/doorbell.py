@@ -41,34 +41,50 @@ def ring(task_id: uuid.UUID | str, seq: int) -> None:
 
 
 async def wait_until(task_id: uuid.UUID, done: Callable[[str, int], bool], timeout: float) -> None:
-    """Return when done(state, last_seq) holds for the task, or when `timeout` runs out."""
+    """Return when done(state, status_seq) holds for the task, or when `timeout` runs out."""
     from .selectors import task_progress
 
-    layer = _shared_layer()
-    channel = None
-    if layer is not None:
-        channel = await layer.new_channel()
-        await layer.group_add(_group(task_id), channel)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    layer, channel = await _subscribe(task_id)
     # With a doorbell the poll is only a safety net, so it can be slow.
     interval = settings.A2A_POLL_INTERVAL_SECONDS * (5 if channel else 1)
     try:
         while True:
-            state, last_seq = await database_sync_to_async(task_progress)(task_id=task_id)
-            if done(state, last_seq):
+            state, status_seq = await database_sync_to_async(task_progress)(task_id=task_id)
+            if done(state, status_seq):
                 return
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return
             pause = min(remaining, interval)
-            if channel is not None:
-                try:
-                    await asyncio.wait_for(layer.receive(channel), pause)
-                except TimeoutError:
-                    pass
-            else:
+            if channel is None:
                 await asyncio.sleep(pause)
+                continue
+            try:
+                await asyncio.wait_for(layer.receive(channel), pause)
+            except TimeoutError:
+                pass
+            except Exception:  # the channel layer went away: poll instead
+                logger.warning("Doorbell lost for task %s; polling", task_id, exc_info=True)
+                channel, interval = None, settings.A2A_POLL_INTERVAL_SECONDS
     finally:
         if channel is not None:
-            await layer.group_discard(_group(task_id), channel)
+            try:
+                await layer.group_discard(_group(task_id), channel)
+            except Exception:
+                logger.warning("Could not leave the doorbell group of %s", task_id, exc_info=True)
+
+
+async def _subscribe(task_id: uuid.UUID):  # type: ignore[no-untyped-def]
+    """The layer and a channel in the task's doorbell group, or (None, None) to poll."""
+    layer = _shared_layer()
+    if layer is None:
+        return None, None
+    try:
+        channel = await layer.new_channel()
+        await layer.group_add(_group(task_id), channel)
+    except Exception:  # Redis down: the task is committed already, so poll rather than fail
+        logger.warning("Doorbell unavailable for task %s; polling", task_id, exc_info=True)
+        return None, None
+    return layer, channel

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -243,6 +244,17 @@ def _contains_nul(value: Any) -> bool:
     return False
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is too large")
+    return value
+
+
 def _valid_id(value: Any) -> bool:
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
@@ -364,7 +376,7 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
             status=413,
         )
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as exc:
         return _jsonrpc_error_response(JSONParseError(f"The body is not valid JSON: {exc}"))
     except RecursionError:
@@ -392,6 +404,13 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         if isinstance(body, list):
             if not body:
                 return _jsonrpc_error_response(InvalidRequestError("An empty batch is invalid."))
+            if len(body) > settings.A2A_MAX_BATCH_REQUESTS:
+                return _jsonrpc_error_response(
+                    InvalidRequestError(
+                        f"A batch of {len(body)} requests exceeds this server's limit of "
+                        f"{settings.A2A_MAX_BATCH_REQUESTS}."
+                    )
+                )
             answers = [await _dispatch_one(call, dialect, item, in_batch=True) for item in body]
             answers = [a for a in answers if a is not None]
             return JsonResponse(answers, safe=False) if answers else HttpResponse(status=204)

@@ -141,11 +141,12 @@ def task_list(
 
     if request.page_token:
         cursor = decode_list_tasks_cursor(request.page_token)
-        if cursor is None or cursor.timestamp_ns is None:
+        try:
+            after = _datetime_from_ns(cursor.timestamp_ns)  # type: ignore[union-attr,arg-type]
+        except (AttributeError, TypeError, ValueError, OverflowError, OSError):
             raise InvalidParamsError(
                 "'pageToken' is not a token this server issued; start again without it."
-            )
-        after = _datetime_from_ns(cursor.timestamp_ns)
+            ) from None
         tasks = tasks.filter(
             Q(status_timestamp__lt=after) | Q(status_timestamp=after, id__lt=_uuid(cursor.task_id))
         )

@@ -550,7 +550,7 @@ def _malformed_bodies() -> list[tuple[str, dict[str, str], bytes, int]]:
         ),
         ("too big", v10, b'{"x": "' + b"y" * (11 * 1024 * 1024) + b'"}', 413),
         ("huge int id", v10, b'{"jsonrpc":"2.0","id":' + b"7" * 5000 + b',"method":"x"}', -32700),
-        ("NaN id", v10, b'{"jsonrpc":"2.0","id":NaN,"method":"GetTask"}', -32600),
+        ("NaN id", v10, b'{"jsonrpc":"2.0","id":NaN,"method":"GetTask"}', -32700),
         ("null params v1.0", v10, rpc("SendMessage", None), -32602),
         ("null params v0.3", v03, rpc("message/send", None), -32602),
         ("number params", v10, rpc("GetTask", 5), -32602),
@@ -788,3 +788,17 @@ def test_extended_card_needs_a_key(http, public, d, live_platform):
     assert card["name"] == "Pub"
     public_card = http.get(target.url + ".well-known/agent-card.json").json()
     assert {s["id"] for s in public_card["skills"]} == {"pub"}
+
+
+def test_non_finite_numbers_oversized_batches_and_forged_page_tokens(http, echo):
+    headers = {**V10.headers, "X-API-Key": echo.key}
+    for number in (b"NaN", b"Infinity", b"-Infinity", b"1e400"):
+        body = (
+            b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",'
+            b'"role":"ROLE_USER","parts":[{"data":{"x":' + number + b"}}]}}}"
+        )
+        rpc_error(post(http, echo.url, body, headers), -32700, "JSON", request_id=None)
+    batch = [{"jsonrpc": "2.0", "id": n, "method": "ListTasks", "params": {}} for n in range(51)]
+    rpc_error(post(http, echo.url, batch, headers), -32600, "limit of 50", request_id=None)
+    forged = base64.urlsafe_b64encode(json.dumps({"ts": 10**30, "id": "x"}).encode()).decode()
+    rpc_error(call(http, echo, V10, "list", {"pageToken": forged}), -32602, "pageToken")
