@@ -139,9 +139,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = _positive_int(
-        "DATABASE_CONN_MAX_AGE", 0, allow_zero=True
-    )
+    # ASGI and the workers' asyncio loops open and close a connection per ORM call; a pool
+    # keeps those cheap. (A pool replaces persistent connections: CONN_MAX_AGE stays 0.)
+    if env.bool("DATABASE_POOL", default=True):
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": _positive_int("DATABASE_POOL_MIN_SIZE", 1),
+            "max_size": _positive_int("DATABASE_POOL_MAX_SIZE", 10),
+            "timeout": 20,
+        }
+    else:
+        DATABASES["default"]["CONN_MAX_AGE"] = _positive_int(
+            "DATABASE_CONN_MAX_AGE", 0, allow_zero=True
+        )
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
