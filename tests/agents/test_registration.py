@@ -94,8 +94,9 @@ def test_seed_demo_is_idempotent_and_prints_urls_and_a_working_key(db, capsys):
     call_command("seed_demo")
     call_command("seed_demo")
     lines = capsys.readouterr().out.splitlines()
-    assert sum("echo agent card: " in line for line in lines) == 2
-    assert sum("conformance agent card: " in line for line in lines) == 2
+    assert sum(line.startswith("agent card (demo/echo): http") for line in lines) == 2
+    assert sum(line.startswith("agent card (demo/conformance): http") for line in lines) == 2
+    assert sum(line.startswith("API key (demo): a2a_") for line in lines) == 2
     assert Tenant.objects.count() == 1 and Agent.objects.count() == 2
     assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 1
     conformance = Agent.objects.get(slug="conformance")

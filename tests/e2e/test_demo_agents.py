@@ -26,8 +26,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 def demo(live_platform, capsys, settings):
     call_command("seed_demo", "--tenant", f"demo-{uuid.uuid4().hex[:8]}")
     out = capsys.readouterr().out
-    key = out.split("demo API key: ")[1].split()[0]
-    cards = [line.split(": ", 1)[1] for line in out.splitlines() if " agent card: " in line]
+    key = out.split("API key (")[1].split(": ")[1].split()[0]
+    cards = [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("agent card")]
     echo, conformance = (card.removesuffix(".well-known/agent-card.json") for card in cards)
     return (
         key,

@@ -64,11 +64,12 @@ class Command(BaseCommand):
                 tenant=tenant, **spec
             )
             self.stdout.write(
-                f"{agent.slug} agent card: {agent_base_url(agent)}.well-known/agent-card.json"
+                f"agent card ({tenant.slug}/{agent.slug}): "
+                f"{agent_base_url(agent)}.well-known/agent-card.json"
             )
         # The secret of an old key cannot be shown again, so each run issues a new one.
         ApiKey.objects.filter(tenant=tenant, name="demo", revoked_at__isnull=True).update(
             revoked_at=timezone.now()
         )
         _, secret = api_key_create(tenant=tenant, name="demo", principal="demo")
-        self.stdout.write(f"demo API key: {secret}")
+        self.stdout.write(f"API key ({tenant.slug}): {secret}")
