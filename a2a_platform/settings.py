@@ -209,6 +209,8 @@ A2A_CANCEL_TIMEOUT_SECONDS = _positive_float("A2A_CANCEL_TIMEOUT_SECONDS", 10.0)
 A2A_TASK_LEASE_SECONDS = _positive_float("A2A_TASK_LEASE_SECONDS", 120.0)
 A2A_REAPER_INTERVAL_SECONDS = _positive_float("A2A_REAPER_INTERVAL_SECONDS", 30.0)
 A2A_POLL_INTERVAL_SECONDS = _positive_float("A2A_POLL_INTERVAL_SECONDS", 0.2)
+# SSE comment lines on idle streams, so proxies do not cut them.
+A2A_SSE_KEEPALIVE_SECONDS = _positive_float("A2A_SSE_KEEPALIVE_SECONDS", 15.0)
 if A2A_TASK_LEASE_SECONDS < 3 * A2A_POLL_INTERVAL_SECONDS:
     raise ImproperlyConfigured(
         "A2A_TASK_LEASE_SECONDS must be at least three times A2A_POLL_INTERVAL_SECONDS, "

@@ -53,7 +53,7 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
             ),
         ],
         capabilities=AgentCapabilities(
-            streaming=False, push_notifications=False, extended_agent_card=True
+            streaming=True, push_notifications=False, extended_agent_card=True
         ),
         default_input_modes=agent.default_input_modes or ["text/plain"],
         default_output_modes=agent.default_output_modes or ["text/plain"],

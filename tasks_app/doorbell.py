@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
 
 from asgiref.sync import async_to_sync
-from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
@@ -40,51 +38,51 @@ def ring(task_id: uuid.UUID | str, seq: int) -> None:
         logger.warning("Doorbell for task %s failed", task_id, exc_info=True)
 
 
-async def wait_until(task_id: uuid.UUID, done: Callable[[str, int], bool], timeout: float) -> None:
-    """Return when done(state, status_seq) holds for the task, or when `timeout` runs out."""
-    from .selectors import task_progress
+class Doorbell:
+    """A waiter's subscription to one task's doorbell.
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    layer, channel = await _subscribe(task_id)
-    # With a doorbell the poll is only a safety net, so it can be slow.
-    interval = settings.A2A_POLL_INTERVAL_SECONDS * (5 if channel else 1)
-    try:
-        while True:
-            state, status_seq = await database_sync_to_async(task_progress)(task_id=task_id)
-            if done(state, status_seq):
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            pause = min(remaining, interval)
-            if channel is None:
-                await asyncio.sleep(pause)
-                continue
+    `wait()` returns when the bell rings or after `timeout`. Without a shared channel layer, or
+    once it fails (Redis down), it only sleeps, and `interval` says how often to look instead.
+    """
+
+    def __init__(self, task_id: uuid.UUID | str) -> None:
+        self.group = _group(task_id)
+        self.layer = None
+        self.channel: str | None = None
+
+    @property
+    def interval(self) -> float:
+        # With a doorbell, looking at the log is only a safety net, so it can be slow.
+        return settings.A2A_POLL_INTERVAL_SECONDS * (5 if self.channel else 1)
+
+    async def __aenter__(self) -> Doorbell:
+        layer = _shared_layer()
+        if layer is not None:
             try:
-                await asyncio.wait_for(layer.receive(channel), pause)
-            except TimeoutError:
-                pass
-            except Exception:  # the channel layer went away: poll instead
-                logger.warning("Doorbell lost for task %s; polling", task_id, exc_info=True)
-                channel, interval = None, settings.A2A_POLL_INTERVAL_SECONDS
-    finally:
-        if channel is not None:
+                channel = await layer.new_channel()
+                await layer.group_add(self.group, channel)
+                self.layer, self.channel = layer, channel
+            except Exception:  # Redis down: poll instead of failing the caller
+                logger.warning("Doorbell unavailable for %s; polling", self.group, exc_info=True)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.channel is not None:
             try:
-                await layer.group_discard(_group(task_id), channel)
+                await self.layer.group_discard(self.group, self.channel)
             except Exception:
-                logger.warning("Could not leave the doorbell group of %s", task_id, exc_info=True)
+                logger.warning("Could not leave doorbell group %s", self.group, exc_info=True)
 
-
-async def _subscribe(task_id: uuid.UUID):  # type: ignore[no-untyped-def]
-    """The layer and a channel in the task's doorbell group, or (None, None) to poll."""
-    layer = _shared_layer()
-    if layer is None:
-        return None, None
-    try:
-        channel = await layer.new_channel()
-        await layer.group_add(_group(task_id), channel)
-    except Exception:  # Redis down: the task is committed already, so poll rather than fail
-        logger.warning("Doorbell unavailable for task %s; polling", task_id, exc_info=True)
-        return None, None
-    return layer, channel
+    async def wait(self, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        if self.channel is None:
+            await asyncio.sleep(timeout)
+            return
+        try:
+            await asyncio.wait_for(self.layer.receive(self.channel), timeout)
+        except TimeoutError:
+            pass
+        except Exception:  # the channel layer went away mid-wait: poll from now on
+            logger.warning("Doorbell lost for %s; polling", self.group, exc_info=True)
+            self.channel = None

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from a2a.types import (
@@ -18,13 +19,14 @@ from a2a.types import (
     ListTasksRequest,
     SendMessageRequest,
     SendMessageResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.types import Task as TaskProto
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from google.protobuf.json_format import MessageToDict
 
@@ -43,17 +45,20 @@ from .errors import (
     JSONParseError,
     MethodNotFoundError,
     PushNotificationNotSupportedError,
-    UnsupportedOperationError,
     jsonrpc_error,
 )
 from .operations import (
     Caller,
+    Stream,
     cancel_task,
     get_extended_card,
     get_task,
     list_tasks,
     send_message,
+    send_message_stream,
+    subscribe_to_task,
 )
+from .streams import StreamItem
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +66,12 @@ logger = logging.getLogger(__name__)
 Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
 
 
-def _streaming_unsupported(method: str) -> A2AError:
-    return UnsupportedOperationError(
-        f"{method} is not offered by this agent: its card declares capabilities.streaming=false."
-    )
+@dataclass(frozen=True)
+class SseStream:
+    """A streaming method's answer: the items, and how one becomes a result in the dialect."""
+
+    items: Stream
+    render: Callable[[StreamItem], Any]
 
 
 def _push_unsupported(method: str) -> A2AError:
@@ -111,6 +118,20 @@ async def v10_cancel(call: Caller, params: dict[str, Any]) -> Any:
 
 async def v10_extended_card(call: Caller, params: dict[str, Any]) -> Any:
     return _dict(await get_extended_card(call))
+
+
+async def v10_send_streaming(call: Caller, params: dict[str, Any]) -> SseStream:
+    request = dialects.v10_params(params, SendMessageRequest)
+    return SseStream(await send_message_stream(call, request), _v10_event)
+
+
+async def v10_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
+    request = dialects.v10_params(params, SubscribeToTaskRequest)
+    return SseStream(await subscribe_to_task(call, request.id, call.last_event_id), _v10_event)
+
+
+def _v10_event(item: StreamItem) -> Any:
+    return _dict(item.response)
 
 
 # --- v0.3 -----------------------------------------------------------------------------
@@ -161,12 +182,36 @@ async def v03_extended_card(call: Caller, params: dict[str, Any]) -> Any:
     return dialects.v03_dump(conversions.to_compat_agent_card(await get_extended_card(call)))
 
 
+async def v03_stream(call: Caller, params: dict[str, Any]) -> SseStream:
+    request = dialects.v03_request(v03.SendStreamingMessageRequest, "message/stream", params)
+    core = dialects.v03_convert("message/stream", conversions.to_core_send_message_request, request)
+    return SseStream(await send_message_stream(call, core), _v03_event)
+
+
+async def v03_resubscribe(call: Caller, params: dict[str, Any]) -> SseStream:
+    request = dialects.v03_request(v03.TaskResubscriptionRequest, "tasks/resubscribe", params)
+    return SseStream(
+        await subscribe_to_task(call, request.params.id, call.last_event_id), _v03_event
+    )
+
+
+def _v03_event(item: StreamItem) -> Any:
+    event = conversions.to_compat_stream_response(item.response).result
+    if isinstance(event, v03.TaskStatusUpdateEvent):
+        event.final = item.final  # v0.3 marks the last event; input-required ends a stream too
+    return dialects.v03_dump(event)
+
+
 def _refuse(error: Callable[[str], A2AError], method: str) -> Handler:
     async def handler(call: Caller, params: dict[str, Any]) -> Any:
         raise error(method)
 
     return handler
 
+
+STREAMING_METHODS = frozenset(
+    {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
+)
 
 METHODS: dict[str, dict[str, Handler]] = {
     V1_0: {
@@ -175,8 +220,8 @@ METHODS: dict[str, dict[str, Handler]] = {
         "ListTasks": v10_list,
         "CancelTask": v10_cancel,
         "GetExtendedAgentCard": v10_extended_card,
-        "SendStreamingMessage": _refuse(_streaming_unsupported, "SendStreamingMessage"),
-        "SubscribeToTask": _refuse(_streaming_unsupported, "SubscribeToTask"),
+        "SendStreamingMessage": v10_send_streaming,
+        "SubscribeToTask": v10_subscribe,
         **{
             name: _refuse(_push_unsupported, name)
             for name in (
@@ -193,8 +238,8 @@ METHODS: dict[str, dict[str, Handler]] = {
         "tasks/list": v03_list,
         "tasks/cancel": v03_cancel,
         "agent/getAuthenticatedExtendedCard": v03_extended_card,
-        "message/stream": _refuse(_streaming_unsupported, "message/stream"),
-        "tasks/resubscribe": _refuse(_streaming_unsupported, "tasks/resubscribe"),
+        "message/stream": v03_stream,
+        "tasks/resubscribe": v03_resubscribe,
         **{
             name: _refuse(_push_unsupported, name)
             for name in (
@@ -261,7 +306,7 @@ def _valid_id(value: Any) -> bool:
 
 async def _dispatch_one(
     call: Caller, dialect: str, body: Any, *, in_batch: bool = False
-) -> dict[str, Any] | None:
+) -> dict[str, Any] | StreamAnswer | None:
     """Answer one request object; None for a notification."""
     if not isinstance(body, dict):
         return _error(None, InvalidRequestError("Each request must be a JSON object."))
@@ -283,6 +328,8 @@ async def _dispatch_one(
             raise InvalidParamsError("'params' must be an object: A2A methods take named params.")
         if _contains_nul(params):
             raise InvalidParamsError("Strings in 'params' must not contain U+0000 (NUL).")
+        if in_batch and method in STREAMING_METHODS:
+            raise InvalidRequestError(f"{method} streams its answer and cannot be batched.")
         result = await handler(call, params)
     except A2AError as exc:
         return None if is_notification else _error(request_id, exc)
@@ -299,9 +346,46 @@ async def _dispatch_one(
         logger.exception("Unhandled error in %s", method)
         error = InternalError("The server failed to process this request; it has been logged.")
         return None if is_notification else _error(request_id, error)
+    if isinstance(result, SseStream):
+        if is_notification:  # nobody listens: the message is sent, the stream is not opened
+            await result.items.aclose()
+            return None
+        return StreamAnswer(request_id, result)
     if is_notification:
         return None
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+@dataclass(frozen=True)
+class StreamAnswer:
+    request_id: Any
+    stream: SseStream
+
+
+def _sse_response(answer: StreamAnswer) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(
+        _sse_frames(answer.request_id, answer.stream), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"  # tell nginx-style proxies not to buffer the stream
+    return response
+
+
+async def _sse_frames(request_id: Any, stream: SseStream) -> AsyncIterator[bytes]:
+    """SSE frames: each event's `id:` is `<task-id>:<seq>`, its data a JSON-RPC response."""
+    try:
+        async for item in stream.items:
+            if item is None:
+                yield b": keep-alive\n\n"
+                continue
+            body = {"jsonrpc": "2.0", "id": request_id, "result": stream.render(item)}
+            yield f"id: {item.event_id}\ndata: {json.dumps(body)}\n\n".encode()
+    except A2AError as exc:
+        yield f"event: error\ndata: {json.dumps(_error(request_id, exc))}\n\n".encode()
+    except Exception:
+        logger.exception("Stream failed")
+        error = InternalError("The stream failed on the server; it has been logged.")
+        yield f"event: error\ndata: {json.dumps(_error(request_id, error))}\n\n".encode()
 
 
 def _error_info(reason: str) -> dict[str, Any]:
@@ -398,7 +482,9 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         )
     except AuthenticationRequired as exc:
         return _unauthorized(exc.message, single_id)
-    call = Caller(agent=agent, principal=principal)
+    call = Caller(
+        agent=agent, principal=principal, last_event_id=request.headers.get("Last-Event-ID")
+    )
 
     try:
         if isinstance(body, list):
@@ -417,4 +503,6 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         answer = await _dispatch_one(call, dialect, body)
     except AuthenticationRequired as exc:
         return _unauthorized(exc.message, single_id)
+    if isinstance(answer, StreamAnswer):
+        return _sse_response(answer)
     return JsonResponse(answer) if answer is not None else HttpResponse(status=204)

@@ -35,9 +35,6 @@ class Task(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # The last TaskEvent sequence number; the next event takes last_seq + 1.
     last_seq = models.PositiveIntegerField(default=0)
-    # The seq of the event that set the current state, so waiters can tell a state reached
-    # after their message from the same state reached before it.
-    status_seq = models.PositiveIntegerField(default=0)
     # messageId of an agent Message that answered the request directly (no task semantics).
     reply_message_id = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
@@ -115,6 +112,8 @@ class TaskEvent(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=20, choices=Kind.choices)
+    # The task's state once this event was applied: streams and waiters end on it.
+    state = models.CharField(max_length=32, choices=STATE_CHOICES, default="")
     data = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 

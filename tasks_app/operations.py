@@ -1,12 +1,16 @@
 """The A2A operations as every binding calls them: async, one call per protocol method.
 
 JSON-RPC today, REST and gRPC later, all call these, so a behaviour (how long a blocking send
-waits, what a cancel that the agent ignores ends as) is decided once. Each operation calls the
-sync services and selectors through `database_sync_to_async` and waits on the doorbell.
+waits, what a cancel that the agent ignores ends as, what a stream sends first) is decided
+once. They call the sync services and selectors through `database_sync_to_async` and follow
+the task's event log (tasks_app.streams) to wait.
 """
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from a2a.types import (
@@ -15,6 +19,7 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
+    StreamResponse,
     TaskState,
 )
 from a2a.types import Message as MessageProto
@@ -27,49 +32,146 @@ from agents.cards import agent_card_build
 from agents.errors import AuthenticationRequired
 from agents.models import Agent
 
-from .doorbell import wait_until
-from .models import INTERRUPTED_STATES, TERMINAL_STATES
-from .selectors import task_get, task_list, task_send_result
-from .services import message_send, task_cancel_request, task_end
+from .errors import InvalidParamsError, UnsupportedOperationError
+from .models import TERMINAL_STATES
+from .selectors import task_get, task_get_row, task_list, task_send_result, task_snapshot
+from .services import SendOutcome, message_send, task_cancel_request, task_end
+from .streams import SETTLED_STATES, EventFollower, StreamItem
+
+Stream = AsyncIterator[StreamItem | None]  # None: nothing new for a while (send a keep-alive)
 
 
 @dataclass(frozen=True)
 class Caller:
     agent: Agent
     principal: Principal
+    # The `Last-Event-ID` the client sent (SSE reconnection), if any.
+    last_event_id: str | None = None
+
+
+def _deadline(seconds: float) -> float:
+    return asyncio.get_running_loop().time() + seconds
+
+
+def _history_length(request: SendMessageRequest) -> int | None:
+    configuration = request.configuration
+    return configuration.history_length if configuration.HasField("history_length") else None
+
+
+async def _send(caller: Caller, request: SendMessageRequest) -> SendOutcome:
+    return await database_sync_to_async(message_send)(
+        agent=caller.agent, principal=caller.principal, request=request
+    )
 
 
 async def send_message(caller: Caller, request: SendMessageRequest) -> TaskProto | MessageProto:
-    outcome = await database_sync_to_async(message_send)(
-        agent=caller.agent, principal=caller.principal, request=request
-    )
+    outcome = await _send(caller, request)
     if not request.configuration.return_immediately:
-
-        def settled(state: str, seq: int) -> bool:
-            # An interrupted state counts only once reached after this message: a follow-up
-            # to an input-required task must not return before the agent has seen it.
-            return state in TERMINAL_STATES or (
-                state in INTERRUPTED_STATES and seq > outcome.since_seq
-            )
-
-        await wait_until(outcome.task_id, settled, settings.A2A_BLOCKING_TIMEOUT_SECONDS)
-    configuration = request.configuration
+        # Follow the log from this message on: a follow-up to an input-required task waits for
+        # the agent's next settled state, not the one it already had.
+        async with EventFollower(outcome.task_id, outcome.since_seq) as follower:
+            deadline = _deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS)
+            async for _ in follower.events(deadline=deadline):
+                pass
     return await database_sync_to_async(task_send_result)(
-        task_id=outcome.task_id,
-        history_length=(
-            configuration.history_length if configuration.HasField("history_length") else None
-        ),
+        task_id=outcome.task_id, history_length=_history_length(request)
     )
+
+
+async def send_message_stream(caller: Caller, request: SendMessageRequest) -> Stream:
+    """Send, then stream. Errors in the request raise here, before any byte is streamed."""
+    outcome = await _send(caller, request)
+    return _send_stream(outcome, _history_length(request))
+
+
+async def _send_stream(outcome: SendOutcome, history_length: int | None) -> Stream:
+    keepalive = settings.A2A_SSE_KEEPALIVE_SECONDS
+    async with EventFollower(outcome.task_id, outcome.since_seq) as follower:
+        started = False
+        async for item in follower.events(idle=keepalive):
+            if item is None or started:
+                yield item
+                continue
+            started = True
+            if item.response.HasField("message"):
+                yield item  # the agent answered with a Message: that is the whole stream
+                return
+            # Otherwise the stream opens with the task as it is now, then its later events.
+            snapshot = await _snapshot_item(outcome.task_id, history_length)
+            follower.seq = snapshot.seq
+            yield snapshot
+            if snapshot.final:
+                return
+
+
+async def _snapshot_item(task_id: uuid.UUID, history_length: int | None = None) -> StreamItem:
+    seq, task = await database_sync_to_async(task_snapshot)(
+        task_id=task_id, history_length=history_length
+    )
+    final = TaskState.Name(task.status.state) in SETTLED_STATES
+    return StreamItem(task_id, seq, StreamResponse(task=task), final)
+
+
+async def subscribe_to_task(
+    caller: Caller, task_id: str, last_event_id: str | None = None
+) -> Stream:
+    """The task now, then its events; or, after `last_event_id`, exactly the events missed."""
+    task = await database_sync_to_async(task_get_row)(
+        agent=caller.agent, principal=caller.principal, task_id=task_id
+    )
+    if last_event_id:
+        after = _seq_from_event_id(last_event_id, task.pk, task.last_seq)
+        return _replay(task.pk, after)
+    if task.is_terminal:
+        raise UnsupportedOperationError(
+            f"Task {task_id} is already {task.state}: there is nothing left to stream. Get it "
+            "with GetTask, or resume a dropped stream with its Last-Event-ID."
+        )
+    return _subscription(task.pk)
+
+
+def _seq_from_event_id(event_id: str, task_pk: uuid.UUID, last_seq: int) -> int:
+    task_part, _, seq_part = event_id.strip().rpartition(":")
+    try:
+        same_task = uuid.UUID(task_part) == task_pk
+        seq = int(seq_part)
+    except ValueError:
+        same_task, seq = False, -1
+    if not same_task or not 0 <= seq <= last_seq:
+        raise InvalidParamsError(
+            f"Last-Event-ID {event_id[:100]!r} is not an event of task {task_pk}; use the `id` "
+            "of the last event received from this task's stream."
+        )
+    return seq
+
+
+async def _replay(task_pk: uuid.UUID, after: int) -> Stream:
+    async with EventFollower(task_pk, after) as follower:
+        async for item in follower.events(idle=settings.A2A_SSE_KEEPALIVE_SECONDS):
+            yield item
+
+
+async def _subscription(task_pk: uuid.UUID) -> Stream:
+    async with EventFollower(task_pk, 0) as follower:
+        snapshot = await _snapshot_item(task_pk)
+        follower.seq = snapshot.seq
+        yield snapshot
+        if snapshot.final:
+            return
+        async for item in follower.events(idle=settings.A2A_SSE_KEEPALIVE_SECONDS):
+            yield item
 
 
 async def cancel_task(caller: Caller, task_id: str) -> TaskProto:
-    task_pk, running = await database_sync_to_async(task_cancel_request)(
+    task_pk, running, seq = await database_sync_to_async(task_cancel_request)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
     if running:
         timeout = settings.A2A_CANCEL_TIMEOUT_SECONDS
         # The worker gets the cancel timeout for executor.cancel() plus a margin to record it.
-        await wait_until(task_pk, lambda state, seq: state in TERMINAL_STATES, timeout + 2)
+        async with EventFollower(task_pk, seq, ends_at=TERMINAL_STATES) as follower:
+            async for _ in follower.events(deadline=_deadline(timeout + 2)):
+                pass
         await database_sync_to_async(task_end)(
             task_id=task_pk,
             state=TaskState.TASK_STATE_CANCELED,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from a2a.types import Artifact as ArtifactProto
 from a2a.types import ListTasksRequest, ListTasksResponse, TaskState, TaskStatus
@@ -17,12 +17,13 @@ from a2a.utils.task import (
     encode_list_tasks_cursor,
     validate_page_size,
 )
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from .errors import InvalidParamsError, UnsupportedOperationError, task_not_found
-from .models import Task
+from .models import Task, TaskEvent
 
 if TYPE_CHECKING:
     from agents.auth import Principal
@@ -177,10 +178,25 @@ def task_list(
     )
 
 
-def task_progress(*, task_id: uuid.UUID) -> tuple[str, int]:
-    """(state, seq of the event that set it) of a task, for waiters."""
-    state, status_seq = Task.objects.filter(pk=task_id).values_list("state", "status_seq").get()
-    return state, status_seq
+def task_events_after(
+    *, task_id: uuid.UUID, after_seq: int, limit: int = 100
+) -> list[tuple[int, str, str, dict[str, Any]]]:
+    """(seq, kind, state, StreamResponse JSON) of the task's events after `after_seq`, in order."""
+    return list(
+        TaskEvent.objects.filter(task_id=task_id, seq__gt=after_seq)
+        .order_by("seq")
+        .values_list("seq", "kind", "state", "data")[:limit]
+    )
+
+
+def task_snapshot(
+    *, task_id: uuid.UUID, history_length: int | None = None
+) -> tuple[int, TaskProto]:
+    """The task and the seq of the last event it reflects, read under the task's row lock so
+    no event slips in between (event writers take the same lock)."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(pk=task_id)
+        return task.last_seq, task_to_proto(task, history_length=history_length)
 
 
 def _timestamp(value: datetime) -> Timestamp:

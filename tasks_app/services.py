@@ -196,7 +196,9 @@ def _history_append(task: Task, message: MessageProto) -> int:
 
 def _event_append(task: Task, kind: str, response: StreamResponse) -> int:
     task.last_seq += 1
-    TaskEvent.objects.create(task=task, seq=task.last_seq, kind=kind, data=_dict(response))
+    TaskEvent.objects.create(
+        task=task, seq=task.last_seq, kind=kind, state=task.state, data=_dict(response)
+    )
     task_pk, seq = task.pk, task.last_seq
     transaction.on_commit(lambda: ring(task_pk, seq))
     return seq
@@ -281,9 +283,7 @@ def _status_message_to_history(task: Task) -> None:
 
 
 def _set_status(task: Task, state: int, message: MessageProto | None) -> None:
-    """Change the state; the caller appends the event that says so, which takes the next seq."""
     _status_message_to_history(task)
-    task.status_seq = task.last_seq + 1
     task.state = TaskState.Name(state)
     task.status_message = _dict(message) if message is not None else None
     task.status_timestamp = timezone.now()
@@ -336,8 +336,9 @@ def _apply_message(task: Task, message: MessageProto) -> None:
 
 def task_cancel_request(
     *, agent: Agent, principal: Principal, task_id: str
-) -> tuple[uuid.UUID, bool]:
-    """Ask for a task to stop. Returns (task id, whether a worker still has to confirm)."""
+) -> tuple[uuid.UUID, bool, int]:
+    """Ask for a task to stop. Returns (task id, whether a worker still has to confirm, the
+    last event seq at the request)."""
     with transaction.atomic():
         task = task_get_row(agent=agent, principal=principal, task_id=task_id, for_update=True)
         if task.is_terminal:
@@ -352,7 +353,7 @@ def task_cancel_request(
             job_id, task.job_id = task.job_id, ""
             transaction.on_commit(lambda: _revoke(job_id))
         task.save()
-        return task.pk, running
+        return task.pk, running, task.last_seq
 
 
 def task_end(*, task_id: uuid.UUID, state: int, reason: str) -> bool:

@@ -53,7 +53,7 @@ def test_card_advertises_both_versions_with_absolute_urls(http, live_platform, a
         assert card["url"] == url
         assert card["preferredTransport"] == "JSONRPC"
         assert card["protocolVersion"] == "0.3"
-        assert card["capabilities"]["streaming"] is False
+        assert card["capabilities"]["streaming"] is True
         assert card["capabilities"]["pushNotifications"] is False
         assert card["supportsAuthenticatedExtendedCard"] is True
         assert card["name"] == "Echo" and card["description"] == "The echo agent."

@@ -355,23 +355,36 @@ PUSH = {
     ],
 }
 STREAMING = {
-    "1.0": ["SendStreamingMessage", "SubscribeToTask"],
-    "0.3": ["message/stream", "tasks/resubscribe"],
+    "1.0": ("SendStreamingMessage", "SubscribeToTask"),
+    "0.3": ("message/stream", "tasks/resubscribe"),
 }
 
 
 @BOTH
-def test_push_and_streaming_methods_are_refused(http, echo, d):
+def test_streaming_methods_refuse_before_streaming(http, echo, d):
+    send, subscribe = STREAMING[d.version]
+    # Errors come back as plain JSON-RPC responses, not as a stream.
+    response = call(http, echo, d, subscribe, {"id": str(uuid.uuid4())})
+    assert response.headers["content-type"].startswith("application/json")
+    rpc_error(response, -32001)
+    rpc_error(call(http, echo, d, send, {"message": {"parts": []}}), -32602)
+    done = rpc_result(call(http, echo, d, "send", {"message": d.message()}))
+    task_id = done["task"]["id"] if d.v10 else done["id"]
+    rpc_error(call(http, echo, d, subscribe, {"id": task_id}), -32004, "already")
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": subscribe, "params": {"id": task_id}},
+        {"jsonrpc": "2.0", "id": 2, "method": d.m("list"), "params": {}},
+    ]
+    first, second = post(http, d.url(echo.url), batch, {**d.headers, "X-API-Key": echo.key}).json()
+    assert first["error"]["code"] == -32600 and "cannot be batched" in first["error"]["message"]
+    assert "result" in second
+
+
+@BOTH
+def test_push_methods_are_refused(http, echo, d):
     params = {"id": str(uuid.uuid4())}
     for method in PUSH[d.version]:
         rpc_error(call(http, echo, d, method, params), -32003, method, "push notifications")
-    for method in STREAMING[d.version]:
-        rpc_error(
-            call(http, echo, d, method, {"message": d.message()}),
-            -32004,
-            method,
-            "capabilities.streaming=false",
-        )
     push_config = (
         {"taskPushNotificationConfig": {"url": "https://example.com/hook"}}
         if d.v10

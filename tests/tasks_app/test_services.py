@@ -205,8 +205,8 @@ def test_direct_message_reply_completes_and_is_kept_in_history(agent):
 
 def test_cancel_of_unstarted_task_ends_it_at_once_and_terminal_is_not_cancelable(agent):
     task_id = send(agent).task_id
-    pk, needs_worker = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
-    assert (pk, needs_worker) == (task_id, False)
+    pk, needs_worker, seq = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
+    assert (pk, needs_worker, seq) == (task_id, False, 2)
     assert Task.objects.get(pk=task_id).state == "TASK_STATE_CANCELED"
     with pytest.raises(TaskNotCancelableError, match="already TASK_STATE_CANCELED"):
         task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
@@ -230,7 +230,7 @@ def test_a_job_is_claimed_once_and_a_redelivered_copy_finds_nothing(agent):
 def test_cancel_of_running_task_only_flags_it_and_release_honours_it(agent):
     task_id = send(agent).task_id
     assert task_claim(task_id=task_id, job_id=job_of(task_id)) == "claimed"
-    _, needs_worker = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
+    _, needs_worker, _ = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
     task = Task.objects.get(pk=task_id)
     assert needs_worker and task.cancel_requested and task.state == "TASK_STATE_SUBMITTED"
     task_release(task_id=task_id)  # the run ended without the executor confirming

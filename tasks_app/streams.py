@@ -1,0 +1,101 @@
+"""Following a task's event log: the one mechanism behind streams, blocking sends and cancels.
+
+The log (TaskEvent rows, one sequence per task) is the source; the doorbell only says when to
+look again. A follower remembers the last seq it handed out, so a reconnecting client that
+names it (`Last-Event-ID`) misses nothing and sees nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Collection
+from dataclasses import dataclass
+
+from a2a.types import StreamResponse
+from channels.db import database_sync_to_async
+from google.protobuf.json_format import ParseDict
+
+from .doorbell import Doorbell
+from .models import INTERRUPTED_STATES, TERMINAL_STATES, TaskEvent
+from .selectors import task_events_after
+
+SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+
+
+@dataclass(frozen=True)
+class StreamItem:
+    task_id: uuid.UUID
+    seq: int
+    response: StreamResponse
+    final: bool
+
+    @property
+    def event_id(self) -> str:
+        """The SSE `id:` of this item, which a client sends back as `Last-Event-ID`."""
+        return f"{self.task_id}:{self.seq}"
+
+
+def is_final(kind: str, state: str, ends_at: Collection[str]) -> bool:
+    if kind == TaskEvent.Kind.MESSAGE:
+        return True  # a direct reply ends the exchange
+    return kind in (TaskEvent.Kind.STATUS, TaskEvent.Kind.TASK) and state in ends_at
+
+
+class EventFollower:
+    """Hands out a task's events after `seq`, waiting for new ones as they are written."""
+
+    def __init__(
+        self, task_id: uuid.UUID, seq: int, ends_at: Collection[str] = SETTLED_STATES
+    ) -> None:
+        self.task_id = task_id
+        self.seq = seq
+        self.ends_at = ends_at
+        self._bell = Doorbell(task_id)
+
+    async def __aenter__(self) -> EventFollower:
+        await self._bell.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._bell.__aexit__(*exc_info)
+
+    async def events(
+        self, *, idle: float | None = None, deadline: float | None = None
+    ) -> AsyncIterator[StreamItem | None]:
+        """Yield the next events until one is final. Yield None after `idle` seconds with
+        nothing to say (for keep-alives); stop quietly at `deadline` (a loop time)."""
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while True:
+            rows = await database_sync_to_async(task_events_after)(
+                task_id=self.task_id, after_seq=self.seq
+            )
+            for seq, kind, state, data in rows:
+                if seq <= self.seq:
+                    continue  # the owner moved `seq` past these (it sent a snapshot)
+                self.seq = seq
+                item = StreamItem(
+                    self.task_id,
+                    seq,
+                    ParseDict(data, StreamResponse()),
+                    is_final(kind, state, self.ends_at),
+                )
+                yield item
+                if item.final:
+                    return
+            now = loop.time()
+            if rows:
+                quiet_since = now
+                continue
+            if deadline is not None and now >= deadline:
+                return
+            pause = self._bell.interval
+            if deadline is not None:
+                pause = min(pause, deadline - now)
+            if idle is not None:
+                if now - quiet_since >= idle:
+                    yield None
+                    quiet_since = now
+                pause = min(pause, idle - (now - quiet_since))
+            await self._bell.wait(pause)
