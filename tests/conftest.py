@@ -50,6 +50,8 @@ class LivePlatform:
     env: dict[str, str]
     log_dir: Path
     worker: subprocess.Popen[bytes]
+    root: Path = ROOT
+    env_bin: Path = VENV_BIN
 
     def agent_url(self, agent: Agent) -> str:
         return f"{self.url}/a2a/{agent.tenant.slug}/{agent.slug}/"
@@ -116,6 +118,7 @@ def live_platform(
         "A2A_BLOCKING_TIMEOUT_SECONDS": "20",
         "A2A_CANCEL_TIMEOUT_SECONDS": "3",
         "A2A_POLL_INTERVAL_SECONDS": "0.05",
+        "A2A_SSE_KEEPALIVE_SECONDS": "0.5",
         "A2A_PYTHON_EXECUTORS": "tests.agents.sample_executors.ShoutingExecutor",
         "PYTHONPATH": str(ROOT),
     }

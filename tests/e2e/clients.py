@@ -20,6 +20,7 @@ async def sdk_client(
     key: str | None = None,
     version: str = PROTOCOL_VERSION_1_0,
     polling: bool = False,
+    streaming: bool = False,
 ) -> AsyncIterator[Client]:
     """A client built by the SDK's own factory from the agent's served card."""
     headers = {"X-API-Key": key} if key else {}
@@ -33,7 +34,7 @@ async def sdk_client(
         )
         assert only.supported_interfaces, f"the card has no {version} interface"
         client = ClientFactory(
-            ClientConfig(httpx_client=http, streaming=False, polling=polling)
+            ClientConfig(httpx_client=http, streaming=streaming, polling=polling)
         ).create(only)
         try:
             yield client

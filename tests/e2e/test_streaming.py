@@ -1,0 +1,276 @@
+"""Streaming end to end: the official SDK clients stream and subscribe; a dropped stream resumes
+with Last-Event-ID with nothing lost or repeated; keep-alives; and the stream survives its
+Redis doorbell going away. Real daphne, Celery worker, PostgreSQL and Redis processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+import redis
+from a2a.types import SendMessageRequest, SubscribeToTaskRequest, TaskState
+
+from ..conftest import _free_port, stop_process
+from .clients import V0_3, V1_0, sdk_client, user_message
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+BOTH = pytest.mark.parametrize("version", [V1_0, V0_3])
+
+
+@dataclass
+class SseEvent:
+    id: str | None = None
+    data: dict | None = None
+    event: str | None = None
+
+
+@dataclass
+class SseRead:
+    events: list[SseEvent] = field(default_factory=list)
+    keepalives: int = 0
+
+
+async def read_sse(source, *, stop_after: int | None = None) -> SseRead:
+    """Parse an SSE body (a response, or its line iterator to go on reading); stop after
+    `stop_after` events (leaving the block then drops the connection)."""
+    lines = source.aiter_lines() if isinstance(source, httpx.Response) else source
+    read, current = SseRead(), SseEvent()
+    async for line in lines:
+        if line.startswith(":"):
+            read.keepalives += 1
+        elif line.startswith("id: "):
+            current.id = line[4:]
+        elif line.startswith("event: "):
+            current.event = line[7:]
+        elif line.startswith("data: "):
+            current.data = json.loads(line[6:])
+        elif line == "" and current.data is not None:
+            read.events.append(current)
+            current = SseEvent()
+            if stop_after is not None and len(read.events) >= stop_after:
+                break
+    return read
+
+
+def rpc(method: str, params: dict, request_id: int = 1) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def v10_message(message_id: str, text: str = "hi") -> dict:
+    return {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+
+
+@pytest.fixture
+def conformance(live_platform, make_tenant, make_agent):
+    agent = make_agent(
+        make_tenant(),
+        "conf",
+        kind="conformance",
+        visibility="public",
+        anonymous_scope="shared",
+        config={"step_seconds": 0.7},
+    )
+    return live_platform.agent_url(agent)
+
+
+@BOTH
+def test_sdk_client_streams_a_task_to_completion(conformance, version):
+    async def scenario():
+        async with sdk_client(conformance, version=version, streaming=True) as client:
+            request = SendMessageRequest(
+                message=user_message("go", f"tck-stream-001-{uuid.uuid4()}")
+            )
+            return [r async for r in client.send_message(request)]
+
+    responses = asyncio.run(scenario())
+    kinds = [r.WhichOneof("payload") for r in responses]
+    assert kinds[0] == "task" and kinds[-1] == "status_update", kinds
+    assert responses[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    artifacts = [r.artifact_update.artifact for r in responses if r.HasField("artifact_update")]
+    snapshot_artifacts = list(responses[0].task.artifacts)
+    texts = [p.text for a in [*snapshot_artifacts, *artifacts] for p in a.parts]
+    assert texts == ["Stream hello from TCK"]
+
+
+@BOTH
+def test_sdk_client_streams_a_direct_message_reply(conformance, version):
+    async def scenario():
+        async with sdk_client(conformance, version=version, streaming=True) as client:
+            message = user_message("go", f"tck-message-response-{uuid.uuid4()}")
+            return [r async for r in client.send_message(SendMessageRequest(message=message))]
+
+    (only,) = asyncio.run(scenario())
+    assert only.message.parts[0].text == "Direct message response"
+
+
+@BOTH
+def test_sdk_client_subscribes_to_a_running_task(conformance, version):
+    async def scenario():
+        async with sdk_client(conformance, version=version, polling=True) as poller:
+            request = SendMessageRequest(message=user_message("slow please", f"m-{uuid.uuid4()}"))
+            task = [r async for r in poller.send_message(request)][0].task
+        async with sdk_client(conformance, version=version, streaming=True) as client:
+            return task, [r async for r in client.subscribe(SubscribeToTaskRequest(id=task.id))]
+
+    task, responses = asyncio.run(scenario())
+    assert responses[0].task.id == task.id
+    last = responses[-1]
+    assert last.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert 'You said: "slow please"' in last.status_update.status.message.parts[0].text
+
+
+def test_dropped_stream_resumes_with_last_event_id_exactly_once(conformance):
+    headers = {"A2A-Version": "1.0"}
+
+    async def scenario():
+        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+            send = rpc("SendStreamingMessage", {"message": v10_message(f"m-{uuid.uuid4()}")})
+            async with http.stream("POST", conformance, json=send) as response:
+                assert response.headers["content-type"].startswith("text/event-stream")
+                first = await read_sse(response, stop_after=1)  # then the connection drops
+            snapshot = first.events[0]
+            task_id = snapshot.data["result"]["task"]["id"]
+            assert snapshot.id.startswith(f"{task_id}:")
+            resume = rpc("SubscribeToTask", {"id": task_id}, request_id=2)
+            async with http.stream(
+                "POST", conformance, json=resume, headers={"Last-Event-ID": snapshot.id}
+            ) as response:
+                rest = await read_sse(response)
+            # The whole log, to compare with: replay from the very start.
+            async with http.stream(
+                "POST", conformance, json=resume, headers={"Last-Event-ID": f"{task_id}:0"}
+            ) as response:
+                everything = await read_sse(response)
+        return task_id, snapshot, rest, everything
+
+    task_id, snapshot, rest, everything = asyncio.run(scenario())
+    seqs = [int(e.id.split(":")[1]) for e in rest.events]
+    start = int(snapshot.id.split(":")[1])
+    assert seqs == list(range(start + 1, start + 1 + len(seqs))), seqs
+    all_seqs = [int(e.id.split(":")[1]) for e in everything.events]
+    assert all_seqs == list(range(1, all_seqs[-1] + 1)) and seqs == all_seqs[start:]
+    results = [e.data["result"] for e in rest.events]
+    assert all(
+        r.get("statusUpdate", r.get("artifactUpdate", {})).get("taskId") == task_id for r in results
+    )
+    assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert any("artifactUpdate" in r for r in results)
+    assert rest.keepalives >= 1  # 0.7 s steps, 0.5 s keep-alive interval
+
+
+def test_bad_last_event_ids_are_refused(conformance):
+    async def scenario():
+        async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
+            send = rpc("SendMessage", {"message": v10_message(f"tck-complete-task-{uuid.uuid4()}")})
+            task_id = (await http.post(conformance, json=send)).json()["result"]["task"]["id"]
+            answers = []
+            for bad in (f"{uuid.uuid4()}:1", f"{task_id}:999", "garbage", f"{task_id}:-1"):
+                response = await http.post(
+                    conformance,
+                    json=rpc("SubscribeToTask", {"id": task_id}),
+                    headers={"Last-Event-ID": bad},
+                )
+                answers.append(response.json()["error"])
+            return answers
+
+    for error in asyncio.run(scenario()):
+        assert error["code"] == -32602 and "Last-Event-ID" in error["message"]
+
+
+def test_a_disconnected_stream_leaves_its_doorbell_group(
+    live_platform, make_tenant, make_agent, make_key
+):
+    tenant = make_tenant()
+    agent = make_agent(tenant, "slow", config={"delay_seconds": 5})
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    store = redis.Redis.from_url(live_platform.env["REDIS_URL"])
+
+    async def scenario():
+        headers = {"A2A-Version": "1.0", "X-API-Key": key}
+        async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+            send = rpc("SendStreamingMessage", {"message": v10_message(f"m-{uuid.uuid4()}")})
+            async with http.stream("POST", url, json=send) as response:
+                first = await read_sse(response, stop_after=1)
+                task_id = first.events[0].data["result"]["task"]["id"]
+                group = f"asgi:group:task.{uuid.UUID(task_id).hex}"
+                assert store.zcard(group) == 1
+        for _ in range(100):  # the server notices the disconnect and cleans up
+            if store.zcard(group) == 0:
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    assert asyncio.run(scenario())
+
+
+def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenant, make_agent):
+    """A second daphne + worker whose channel layer is a Redis we kill mid-stream: the stream
+    falls back to polling the log and still delivers every event."""
+    redis_port, web_port = _free_port(), _free_port()
+    doorbell = subprocess.Popen(
+        ["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    env = {
+        **live_platform.env,
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{web_port}",
+    }
+    log = live_platform.log_dir / "doorbell-daphne.log"
+    web = subprocess.Popen(
+        [
+            str(live_platform.env_bin / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(web_port),
+            "a2a_platform.asgi:application",
+        ],
+        cwd=live_platform.root,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    agent = make_agent(
+        make_tenant(),
+        "conf",
+        kind="conformance",
+        visibility="public",
+        anonymous_scope="shared",
+        config={"step_seconds": 1},
+    )
+    url = f"http://127.0.0.1:{web_port}/a2a/{agent.tenant.slug}/conf/"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"http://127.0.0.1:{web_port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+
+        async def scenario():
+            async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
+                send = rpc("SendStreamingMessage", {"message": v10_message(f"m-{uuid.uuid4()}")})
+                async with http.stream("POST", url, json=send) as response:
+                    lines = response.aiter_lines()
+                    events = (await read_sse(lines, stop_after=1)).events
+                    doorbell.kill()  # mid-stream
+                    events += (await read_sse(lines)).events
+            return events
+
+        events = asyncio.run(scenario())
+    finally:
+        stop_process(web)
+        stop_process(doorbell)
+    results = [e.data["result"] for e in events]
+    assert "task" in results[0]
+    assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    seqs = [int(e.id.split(":")[1]) for e in events]
+    assert seqs == sorted(set(seqs))
+    assert "Doorbell lost" in log.read_text()  # it really fell back to polling
