@@ -210,8 +210,9 @@ def test_a_disconnected_stream_leaves_its_doorbell_group(
 
 
 def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenant, make_agent):
-    """A second daphne + worker whose channel layer is a Redis we kill mid-stream: the stream
-    falls back to polling the log and still delivers every event."""
+    """A second daphne whose channel layer is a Redis we kill mid-stream (the task runs on the
+    Celery worker, another process): the stream falls back to polling the log, and a resume
+    with Last-Event-ID after the drop gets the rest exactly once."""
     redis_port, web_port = _free_port(), _free_port()
     doorbell = subprocess.Popen(
         ["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
@@ -246,6 +247,9 @@ def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenan
         config={"step_seconds": 1},
     )
     url = f"http://127.0.0.1:{web_port}/a2a/{agent.tenant.slug}/conf/"
+    # The only worker is one that rings this Redis, so the stream starts with a live doorbell.
+    stop_process(live_platform.worker)
+    worker = live_platform.start_worker("doorbell-worker", REDIS_URL=env["REDIS_URL"])
     try:
         for _ in range(100):
             try:
@@ -261,16 +265,26 @@ def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenan
                     lines = response.aiter_lines()
                     events = (await read_sse(lines, stop_after=1)).events
                     doorbell.kill()  # mid-stream
-                    events += (await read_sse(lines)).events
+                    events += (await read_sse(lines, stop_after=1)).events
+                # The connection dropped; resume on the same daphne, still without Redis.
+                task_id = events[0].data["result"]["task"]["id"]
+                resume = rpc("SubscribeToTask", {"id": task_id}, request_id=2)
+                headers = {"Last-Event-ID": events[-1].id}
+                async with http.stream("POST", url, json=resume, headers=headers) as response:
+                    events += (await read_sse(response)).events
             return events
 
         events = asyncio.run(scenario())
     finally:
         stop_process(web)
+        stop_process(worker)
         stop_process(doorbell)
+        live_platform.worker = live_platform.start_worker("worker")
     results = [e.data["result"] for e in events]
     assert "task" in results[0]
     assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     seqs = [int(e.id.split(":")[1]) for e in events]
-    assert seqs == sorted(set(seqs))
-    assert "Doorbell lost" in log.read_text()  # it really fell back to polling
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs  # none lost, none twice
+    assert (
+        "Doorbell lost" in log.read_text()
+    )  # it really fell back to polling  # it really fell back to polling
