@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 
 from a2a.types import (
@@ -104,18 +104,24 @@ async def _send_stream(outcome: SendOutcome, history_length: int | None) -> Stre
                 return
 
 
-async def _snapshot_item(task_id: uuid.UUID, history_length: int | None = None) -> StreamItem:
+async def _snapshot_item(
+    task_id: uuid.UUID, history_length: int | None = None, ends_at: Collection[str] = SETTLED_STATES
+) -> StreamItem:
     seq, task = await database_sync_to_async(task_snapshot)(
         task_id=task_id, history_length=history_length
     )
-    final = TaskState.Name(task.status.state) in SETTLED_STATES
+    final = TaskState.Name(task.status.state) in ends_at
     return StreamItem(task_id, seq, StreamResponse(task=task), final)
 
 
 async def subscribe_to_task(
     caller: Caller, task_id: str, last_event_id: str | None = None
 ) -> Stream:
-    """The task now, then its events; or, after `last_event_id`, exactly the events missed."""
+    """The task now, then its events; or, after `last_event_id`, exactly the events missed.
+
+    A subscription follows the task until it ends (spec 3.1.6), through input-required turns,
+    unlike a send stream, which ends with its turn.
+    """
     task = await database_sync_to_async(task_get_row)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
@@ -146,14 +152,14 @@ def _seq_from_event_id(event_id: str, task_pk: uuid.UUID, last_seq: int) -> int:
 
 
 async def _replay(task_pk: uuid.UUID, after: int) -> Stream:
-    async with EventFollower(task_pk, after) as follower:
+    async with EventFollower(task_pk, after, ends_at=TERMINAL_STATES) as follower:
         async for item in follower.events(idle=settings.A2A_SSE_KEEPALIVE_SECONDS):
             yield item
 
 
 async def _subscription(task_pk: uuid.UUID) -> Stream:
-    async with EventFollower(task_pk, 0) as follower:
-        snapshot = await _snapshot_item(task_pk)
+    async with EventFollower(task_pk, 0, ends_at=TERMINAL_STATES) as follower:
+        snapshot = await _snapshot_item(task_pk, ends_at=TERMINAL_STATES)
         follower.seq = snapshot.seq
         yield snapshot
         if snapshot.final:

@@ -288,3 +288,23 @@ def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenan
     assert (
         "Doorbell lost" in log.read_text()
     )  # it really fell back to polling  # it really fell back to polling
+
+
+def test_a_subscription_follows_an_input_required_task_until_it_ends(conformance):
+    async def scenario():
+        async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
+            ask = rpc("SendMessage", {"message": v10_message(f"tck-input-required-{uuid.uuid4()}")})
+            task = (await http.post(conformance, json=ask)).json()["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            subscribe = rpc("SubscribeToTask", {"id": task["id"]}, request_id=2)
+            async with http.stream("POST", conformance, json=subscribe) as response:
+                lines = response.aiter_lines()
+                opening = (await read_sse(lines, stop_after=1)).events
+                answer = {**v10_message(f"m-{uuid.uuid4()}", "here"), "taskId": task["id"]}
+                await http.post(conformance, json=rpc("SendMessage", {"message": answer}))
+                rest = (await read_sse(lines)).events
+            return opening, rest
+
+    opening, rest = asyncio.run(scenario())
+    assert opening[0].data["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert rest[-1].data["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
