@@ -23,7 +23,8 @@ from .errors import InvalidParamsError, VersionNotSupportedError
 
 V1_0 = "1.0"
 V0_3 = "0.3"
-SUPPORTED_VERSIONS = (V1_0, V0_3)
+V0_1 = "0.1"  # the early JSON-RPC dialect (tasks/send, sessionId, parts with `type`)
+SUPPORTED_VERSIONS = (V1_0, V0_3, V0_1)
 _SPOKEN = ", ".join(SUPPORTED_VERSIONS)
 
 P = TypeVar("P", bound=ProtoMessage)

@@ -34,8 +34,8 @@ from agents.auth import authenticate, credentials_from_headers
 from agents.errors import AgentNotFound, AuthenticationRequired
 from agents.selectors import agent_get_active
 
-from . import dialects
-from .dialects import V0_3, V1_0, conversions, v03
+from . import dialect_v01, dialects
+from .dialects import V0_1, V0_3, V1_0, conversions, v03
 from .errors import (
     A2AError,
     ContentTypeNotSupportedError,
@@ -202,6 +202,33 @@ def _v03_event(item: StreamItem) -> Any:
     return dialects.v03_dump(event)
 
 
+# --- v0.1 (the non-streaming methods live in dialect_v01) -------------------------------
+
+
+async def v01_send_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
+    request, task_id = dialect_v01.v01_send_request(params)
+    request, new_task_id = await dialect_v01.v01_continue_or_create(call, request, task_id)
+    return SseStream(
+        await send_message_stream(call, request, new_task_id=new_task_id), _v01_renderer()
+    )
+
+
+async def v01_resubscribe(call: Caller, params: dict[str, Any]) -> SseStream:
+    task_id = dialect_v01.v01_task_id(params)
+    return SseStream(await subscribe_to_task(call, task_id, call.last_event_id), _v01_renderer())
+
+
+def _v01_renderer() -> Callable[[StreamItem], Any]:
+    indexes: dict[str, int] = {}  # v0.1 numbers artifacts; one numbering per stream
+
+    def render(item: StreamItem) -> Any:
+        return dialect_v01.v01_stream_event(
+            item.response, final=item.final, task_id=str(item.task_id), artifact_indexes=indexes
+        )
+
+    return render
+
+
 def _refuse(error: Callable[[str], A2AError], method: str) -> Handler:
     async def handler(call: Caller, params: dict[str, Any]) -> Any:
         raise error(method)
@@ -210,7 +237,13 @@ def _refuse(error: Callable[[str], A2AError], method: str) -> Handler:
 
 
 STREAMING_METHODS = frozenset(
-    {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
+    {
+        "SendStreamingMessage",
+        "SubscribeToTask",
+        "message/stream",
+        "tasks/resubscribe",
+        "tasks/sendSubscribe",
+    }
 )
 
 METHODS: dict[str, dict[str, Handler]] = {
@@ -250,6 +283,11 @@ METHODS: dict[str, dict[str, Handler]] = {
             )
         },
     },
+    V0_1: {
+        **dialect_v01.V01_METHODS,
+        "tasks/sendSubscribe": v01_send_subscribe,
+        "tasks/resubscribe": v01_resubscribe,
+    },
 }
 
 
@@ -260,13 +298,23 @@ def _error(request_id: Any, error: A2AError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": jsonrpc_error(error)}
 
 
+# Methods only v0.1 has: a request without a version that uses one speaks v0.1.
+V01_ONLY_METHODS = frozenset(METHODS[V0_1]) - frozenset(METHODS[V0_3])
+
+
+def _handler_for(dialect: str, method: str) -> Handler | None:
+    if dialect == V0_3 and method in V01_ONLY_METHODS:
+        return METHODS[V0_1][method]
+    return METHODS[dialect].get(method)
+
+
 def _method_not_found(dialect: str, method: str) -> A2AError:
-    other = V0_3 if dialect == V1_0 else V1_0
-    if method in METHODS[other]:
-        return MethodNotFoundError(
-            f"{method!r} is an A2A {other} method but this request speaks {dialect}; "
-            f"send the header 'A2A-Version: {other}' to use it."
-        )
+    for other in (V1_0, V0_3, V0_1):
+        if other != dialect and method in METHODS[other]:
+            return MethodNotFoundError(
+                f"{method!r} is an A2A {other} method but this request speaks {dialect}; "
+                f"send the header 'A2A-Version: {other}' to use it."
+            )
     return MethodNotFoundError(
         f"Method {method!r} does not exist in A2A {dialect}; known methods: "
         f"{', '.join(METHODS[dialect])}."
@@ -321,7 +369,7 @@ async def _dispatch_one(
         return _error(request_id, InvalidRequestError("'method' must be a non-empty string."))
     params = body.get("params", {})
     try:
-        handler = METHODS[dialect].get(method)
+        handler = _handler_for(dialect, method)
         if handler is None:
             raise _method_not_found(dialect, method)
         if not isinstance(params, dict):

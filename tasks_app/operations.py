@@ -58,14 +58,20 @@ def _history_length(request: SendMessageRequest) -> int | None:
     return configuration.history_length if configuration.HasField("history_length") else None
 
 
-async def _send(caller: Caller, request: SendMessageRequest) -> SendOutcome:
+async def _send(
+    caller: Caller, request: SendMessageRequest, new_task_id: uuid.UUID | None
+) -> SendOutcome:
     return await database_sync_to_async(message_send)(
-        agent=caller.agent, principal=caller.principal, request=request
+        agent=caller.agent, principal=caller.principal, request=request, new_task_id=new_task_id
     )
 
 
-async def send_message(caller: Caller, request: SendMessageRequest) -> TaskProto | MessageProto:
-    outcome = await _send(caller, request)
+async def send_message(
+    caller: Caller, request: SendMessageRequest, *, new_task_id: uuid.UUID | None = None
+) -> TaskProto | MessageProto:
+    """Send and, unless `returnImmediately`, wait for the turn to settle. `new_task_id` names
+    the task a new conversation creates (v0.1 clients choose their task ids)."""
+    outcome = await _send(caller, request, new_task_id)
     if not request.configuration.return_immediately:
         # Follow the log from this message on: a follow-up to an input-required task waits for
         # the agent's next settled state, not the one it already had.
@@ -78,9 +84,11 @@ async def send_message(caller: Caller, request: SendMessageRequest) -> TaskProto
     )
 
 
-async def send_message_stream(caller: Caller, request: SendMessageRequest) -> Stream:
+async def send_message_stream(
+    caller: Caller, request: SendMessageRequest, *, new_task_id: uuid.UUID | None = None
+) -> Stream:
     """Send, then stream. Errors in the request raise here, before any byte is streamed."""
-    outcome = await _send(caller, request)
+    outcome = await _send(caller, request, new_task_id)
     return _send_stream(outcome, _history_length(request))
 
 

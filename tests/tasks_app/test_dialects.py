@@ -21,13 +21,14 @@ from tasks_app.errors import InvalidParamsError, VersionNotSupportedError
         ("0.3.0", None, "0.3"),
         (None, "1.0", "1.0"),
         ("0.3", "1.0", "0.3"),
+        ("0.1", None, "0.1"),
     ],
 )
 def test_dialect_of(header, query, expected):
     assert dialect_of(header, query) == expected
 
 
-@pytest.mark.parametrize("value", ["2.0", "0.2", "abc", "1.1", "0.1"])
+@pytest.mark.parametrize("value", ["2.0", "0.2", "abc", "1.1", "0.4"])
 def test_unsupported_versions(value):
     with pytest.raises(VersionNotSupportedError, match="supported|not a version"):
         dialect_of(value, None)
