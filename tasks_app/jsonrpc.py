@@ -68,7 +68,8 @@ Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class SseStream:
-    """A streaming method's answer: the items, and how one becomes a result in the dialect."""
+    """A streaming method's answer: the items, and how one becomes a result in the dialect
+    (or a list of results, each sent as a frame of its own)."""
 
     items: Stream
     render: Callable[[StreamItem], Any]
@@ -222,7 +223,9 @@ def _v01_renderer() -> Callable[[StreamItem], Any]:
     indexes: dict[str, int] = {}  # v0.1 numbers artifacts; one numbering per stream
 
     def render(item: StreamItem) -> Any:
-        return dialect_v01.v01_stream_event(
+        # A v0.1 status update cannot carry a snapshot's artifacts: they go as events of
+        # their own, each a frame with the same `id:`.
+        return dialect_v01.v01_stream_events(
             item.response, final=item.final, task_id=str(item.task_id), artifact_indexes=indexes
         )
 
@@ -426,8 +429,10 @@ async def _sse_frames(request_id: Any, stream: SseStream) -> AsyncIterator[bytes
             if item is None:
                 yield b": keep-alive\n\n"
                 continue
-            body = {"jsonrpc": "2.0", "id": request_id, "result": stream.render(item)}
-            yield f"id: {item.event_id}\ndata: {json.dumps(body)}\n\n".encode()
+            results = stream.render(item)
+            for result in results if isinstance(results, list) else [results]:
+                body = {"jsonrpc": "2.0", "id": request_id, "result": result}
+                yield f"id: {item.event_id}\ndata: {json.dumps(body)}\n\n".encode()
     except A2AError as exc:
         yield f"event: error\ndata: {json.dumps(_error(request_id, exc))}\n\n".encode()
     except Exception:

@@ -23,7 +23,7 @@ from a2a.types import (
 )
 from a2a.types import Task as TaskProto
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
@@ -60,8 +60,17 @@ def _dict(message: Any) -> dict[str, Any]:
     return MessageToDict(message)
 
 
-def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequest) -> SendOutcome:
-    """Create a task or continue one with the user's message, then queue the agent run."""
+def message_send(
+    *,
+    agent: Agent,
+    principal: Principal,
+    request: SendMessageRequest,
+    new_task_id: uuid.UUID | None = None,
+) -> SendOutcome:
+    """Create a task or continue one with the user's message, then queue the agent run.
+
+    `new_task_id` is the id of the task to create (v0.1 clients choose their task ids).
+    """
     message = request.message
     _message_validate(agent=agent, request=request)
     with transaction.atomic():
@@ -91,16 +100,28 @@ def message_send(*, agent: Agent, principal: Principal, request: SendMessageRequ
                     f"contextId {task.context_id!r}."
                 )
         else:
-            now = timezone.now()
-            task = Task.objects.create(
-                tenant_id=agent.tenant_id,
-                agent=agent,
-                context_id=message.context_id or str(uuid.uuid4()),
-                owner=principal.owner,
-                state=SUBMITTED,
-                status_timestamp=now,
-                metadata=_dict(request.metadata) if request.HasField("metadata") else {},
+            # A taken id is not the caller's (or it would have been continued): whose it is,
+            # or that it is a task at all, is not theirs to learn. The savepoint also turns a
+            # concurrent creation of the same id into this answer.
+            taken = InvalidParamsError(
+                f"Task id {new_task_id} cannot be used for a new task; choose a fresh UUID."
             )
+            if new_task_id is not None and Task.objects.filter(pk=new_task_id).exists():
+                raise taken
+            try:
+                with transaction.atomic():
+                    task = Task.objects.create(
+                        id=new_task_id or uuid.uuid4(),
+                        tenant_id=agent.tenant_id,
+                        agent=agent,
+                        context_id=message.context_id or str(uuid.uuid4()),
+                        owner=principal.owner,
+                        state=SUBMITTED,
+                        status_timestamp=timezone.now(),
+                        metadata=_dict(request.metadata) if request.HasField("metadata") else {},
+                    )
+            except IntegrityError:
+                raise taken from None
         stored = MessageProto()
         stored.CopyFrom(message)
         stored.task_id = str(task.id)

@@ -1,0 +1,572 @@
+"""The v0.1 legacy JSON-RPC dialect: its codec (plain dicts <-> v1.0 protos) and its methods.
+
+v0.1 has no SDK types, so its shapes are mapped here by hand: parts carry `type` instead of
+`kind`, the context is a `sessionId`, and the client chooses the task id. Parts on the way out
+go through the SDK's v0.3 conversion, whose JSON differs from v0.1's only in that key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from a2a.compat.v0_3 import conversions
+from a2a.types import (
+    AgentCard,
+    AgentSkill,
+    GetTaskRequest,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+    TaskStatus,
+)
+from a2a.types import Artifact as ArtifactProto
+from a2a.types import Message as MessageProto
+from a2a.types import Task as TaskProto
+from a2a.utils.constants import TransportProtocol
+from channels.db import database_sync_to_async
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from google.protobuf.message import Message as ProtoMessage
+
+from agents.cards import agent_card_build
+
+from .dialects import V0_1, v03_dump
+from .errors import (
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotFoundError,
+)
+from .models import TERMINAL_STATES
+from .operations import Caller, cancel_task, get_task, send_message
+from .services import MAX_ID_LENGTH
+
+Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
+
+# v0.1 knows seven states. Rejected is an unsuccessful end, auth-required a pause for the
+# client, so they read as the nearest v0.1 state; the status message says the rest.
+_STATE_NAMES: dict[int, str] = {
+    TaskState.TASK_STATE_UNSPECIFIED: "unknown",
+    TaskState.TASK_STATE_SUBMITTED: "submitted",
+    TaskState.TASK_STATE_WORKING: "working",
+    TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
+    TaskState.TASK_STATE_COMPLETED: "completed",
+    TaskState.TASK_STATE_CANCELED: "canceled",
+    TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_REJECTED: "failed",
+    TaskState.TASK_STATE_AUTH_REQUIRED: "input-required",
+}
+_ROLES = {"user": Role.ROLE_USER, "agent": Role.ROLE_AGENT}
+_PART_TYPES = ("text", "data", "file")
+
+
+# --- v0.1 -> v1.0 --------------------------------------------------------------------------
+
+
+def _bad(path: str, problem: str) -> InvalidParamsError:
+    return InvalidParamsError(f"'{path}' {problem}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
+        type(value), "an array" if isinstance(value, list) else "an object"
+    )
+
+
+def _optional(data: dict[str, Any], name: str, kind: type, path: str) -> Any:
+    """data[name] if present and not null, checked to be a `kind`; None otherwise."""
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        expected = {str: "a string", int: "an integer", dict: "an object", list: "an array"}
+        raise _bad(path, f"must be {expected[kind]}, not {_kind(value)}.")
+    return value
+
+
+def _required(data: dict[str, Any], name: str, kind: type, path: str) -> Any:
+    value = _optional(data, name, kind, path)
+    if value is None:
+        raise _bad(path, "is required.")
+    return value
+
+
+def _proto_json(value: Any, target: ProtoMessage, path: str) -> None:
+    try:
+        ParseDict(value, target)
+    except (ParseError, ValueError, TypeError, RecursionError) as exc:
+        raise _bad(path, f"is not representable: {exc}") from None
+
+
+def _history_length(params: dict[str, Any]) -> int | None:
+    value = _optional(params, "historyLength", int, "historyLength")
+    if value is not None and value < 0:
+        raise _bad("historyLength", f"must be zero or positive, not {value}.")
+    return value
+
+
+def v01_part(data: Any, path: str = "part") -> Part:
+    """One v0.1 part ({type: text|data|file, ...}) as a v1.0 Part."""
+    if not isinstance(data, dict):
+        raise _bad(path, f"must be an object, not {_kind(data)}.")
+    kind = data.get("type")
+    if kind not in _PART_TYPES:
+        raise _bad(f"{path}.type", f"must be one of {', '.join(_PART_TYPES)}, not {kind!r}.")
+    part = Part()
+    metadata = _optional(data, "metadata", dict, f"{path}.metadata")
+    if kind == "text":
+        part.text = _required(data, "text", str, f"{path}.text")
+    elif kind == "data":
+        value = _required(data, "data", dict, f"{path}.data")
+        if metadata and metadata.get("data_part_compat") is True and set(value) == {"value"}:
+            # What v0.1 (like v0.3) cannot hold, a data part that is not an object, went out
+            # wrapped so; it comes back unwrapped.
+            metadata = {k: v for k, v in metadata.items() if k != "data_part_compat"}
+            _proto_json(value["value"], part.data, f"{path}.data.value")
+        else:
+            _proto_json(value, part.data.struct_value, f"{path}.data")
+    else:
+        file = _required(data, "file", dict, f"{path}.file")
+        raw = _optional(file, "bytes", str, f"{path}.file.bytes")
+        uri = _optional(file, "uri", str, f"{path}.file.uri")
+        if (raw is None) == (uri is None):
+            raise _bad(f"{path}.file", "must have exactly one of 'bytes' and 'uri'.")
+        if raw is not None:
+            try:
+                part.raw = base64.b64decode(raw, validate=True)
+            except (binascii.Error, ValueError):
+                raise _bad(f"{path}.file.bytes", "is not valid base64.") from None
+        else:
+            part.url = uri
+        if name := _optional(file, "name", str, f"{path}.file.name"):
+            part.filename = name
+        if mime_type := _optional(file, "mimeType", str, f"{path}.file.mimeType"):
+            part.media_type = mime_type
+    if metadata:
+        _proto_json(metadata, part.metadata, f"{path}.metadata")
+    return part
+
+
+def v01_message(data: Any, path: str = "message") -> MessageProto:
+    """A v0.1 message ({role, parts, metadata}) as a v1.0 Message with a fresh messageId:
+    v0.1 messages have no id of their own."""
+    if not isinstance(data, dict):
+        raise _bad(path, f"must be an object, not {_kind(data)}.")
+    role = data.get("role")
+    if role not in _ROLES:
+        raise _bad(f"{path}.role", f"must be 'user' or 'agent', not {role!r}.")
+    parts = _required(data, "parts", list, f"{path}.parts")
+    if not parts:
+        raise _bad(f"{path}.parts", "must hold at least one part.")
+    message = MessageProto(message_id=str(uuid.uuid4()), role=_ROLES[role])
+    message.parts.extend(v01_part(p, f"{path}.parts[{i}]") for i, p in enumerate(parts))
+    metadata = _optional(data, "metadata", dict, f"{path}.metadata")
+    if metadata:
+        _proto_json(metadata, message.metadata, f"{path}.metadata")
+    return message
+
+
+def v01_task_id(params: dict[str, Any]) -> str:
+    """The task `id` of tasks/get, tasks/cancel or tasks/resubscribe params."""
+    task_id = _required(params, "id", str, "id")
+    if not task_id:
+        raise _bad("id", "must not be empty.")
+    _optional(params, "metadata", dict, "metadata")
+    return task_id
+
+
+def _new_task_id(params: dict[str, Any]) -> uuid.UUID | None:
+    raw = _optional(params, "id", str, "id")
+    if raw is None:
+        return None
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise _bad(
+            "id",
+            f"must be a UUID: this server's task ids are UUIDs, and {raw[:80]!r} is not one "
+            "(send e.g. uuid4().hex).",
+        ) from None
+
+
+def v01_send_request(params: dict[str, Any]) -> tuple[SendMessageRequest, uuid.UUID | None]:
+    """tasks/send and tasks/sendSubscribe params as a v1.0 request, plus the task id the client
+    chose (None if it chose none). Whether that id continues a task or names a new one is
+    decided with the caller's tasks: see `v01_continue_or_create`."""
+    task_id = _new_task_id(params)
+    message = v01_message(params.get("message"))
+    session_id = _optional(params, "sessionId", str, "sessionId")
+    if session_id:
+        if len(session_id) > MAX_ID_LENGTH:
+            raise _bad("sessionId", f"is longer than {MAX_ID_LENGTH} characters.")
+        message.context_id = session_id
+    request = SendMessageRequest(message=message)
+    modes = _optional(params, "acceptedOutputModes", list, "acceptedOutputModes")
+    if modes is not None:
+        for index, mode in enumerate(modes):
+            if not isinstance(mode, str):
+                raise _bad(f"acceptedOutputModes[{index}]", f"must be a string, not {_kind(mode)}.")
+        request.configuration.accepted_output_modes.extend(modes)
+    history_length = _history_length(params)
+    if history_length is not None:
+        request.configuration.history_length = history_length
+    metadata = _optional(params, "metadata", dict, "metadata")
+    if metadata:
+        _proto_json(metadata, request.metadata, "metadata")
+    if params.get("pushNotification") is not None:
+        raise PushNotificationNotSupportedError(
+            "'pushNotification': this agent does not offer push notifications to v0.1 "
+            "clients; send without it and poll with tasks/get or stream with "
+            "tasks/sendSubscribe."
+        )
+    return request, task_id
+
+
+async def v01_continue_or_create(
+    call: Caller, request: SendMessageRequest, task_id: uuid.UUID | None
+) -> tuple[SendMessageRequest, uuid.UUID | None]:
+    """A v0.1 send continues the caller's task with the client's id if there is one, and
+    creates the task with that id otherwise. Returns the request to send (with
+    message.taskId set when it continues) and the id to create the task with (None when it
+    continues, or when the client chose no id)."""
+    if task_id is None:
+        return request, None
+    try:
+        await get_task(call, GetTaskRequest(id=str(task_id), history_length=0))
+    except TaskNotFoundError:
+        return request, task_id
+    continued = SendMessageRequest()
+    continued.CopyFrom(request)
+    continued.message.task_id = str(task_id)
+    return continued, None
+
+
+# --- v1.0 -> v0.1 --------------------------------------------------------------------------
+
+
+def _dict(message: ProtoMessage) -> dict[str, Any]:
+    return MessageToDict(message)
+
+
+def v01_state(state: int) -> str:
+    return _STATE_NAMES.get(state, "unknown")
+
+
+def v01_part_json(part: Part) -> dict[str, Any]:
+    compat = v03_dump(conversions.to_compat_part(part))
+    return {"type": compat.pop("kind"), **compat}
+
+
+def v01_message_json(message: MessageProto) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "role": "agent" if message.role == Role.ROLE_AGENT else "user",
+        "parts": [v01_part_json(p) for p in message.parts],
+    }
+    if message.HasField("metadata"):
+        result["metadata"] = _dict(message.metadata)
+    return result
+
+
+def v01_status_json(status: TaskStatus) -> dict[str, Any]:
+    result: dict[str, Any] = {"state": v01_state(status.state)}
+    if status.HasField("message"):
+        result["message"] = v01_message_json(status.message)
+    if status.HasField("timestamp"):
+        result["timestamp"] = status.timestamp.ToJsonString()
+    return result
+
+
+def v01_artifact_json(
+    artifact: ArtifactProto, *, index: int, append: bool, last_chunk: bool | None
+) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if artifact.name:
+        result["name"] = artifact.name
+    if artifact.description:
+        result["description"] = artifact.description
+    result["parts"] = [v01_part_json(p) for p in artifact.parts]
+    result["index"] = index
+    result["append"] = append
+    if last_chunk is not None:
+        result["lastChunk"] = last_chunk
+    if artifact.HasField("metadata"):
+        result["metadata"] = _dict(artifact.metadata)
+    return result
+
+
+def v01_task_json(task: TaskProto, *, reply: MessageProto | None = None) -> dict[str, Any]:
+    """A v1.0 Task as a v0.1 Task. `reply` is the agent's direct Message answer, if it gave
+    one: v0.1 has no such answer, so it becomes the status message of the completed task."""
+    status = TaskStatus()
+    status.CopyFrom(task.status)
+    history = list(task.history)
+    if reply is not None:
+        status.message.CopyFrom(reply)
+        history = [m for m in history if m.message_id != reply.message_id]
+    # A stored artifact is whole as it stands (append false); it can still grow until the
+    # task ends, so only then is it the last chunk.
+    ended = TaskState.Name(task.status.state) in TERMINAL_STATES
+    result: dict[str, Any] = {
+        "id": task.id,
+        "sessionId": task.context_id,
+        "status": v01_status_json(status),
+        "artifacts": [
+            v01_artifact_json(a, index=i, append=False, last_chunk=True if ended else None)
+            for i, a in enumerate(task.artifacts)
+        ],
+        "history": [v01_message_json(m) for m in history],
+    }
+    if task.HasField("metadata"):
+        result["metadata"] = _dict(task.metadata)
+    return result
+
+
+def v01_stream_event(
+    response: StreamResponse,
+    *,
+    final: bool,
+    task_id: str = "",
+    artifact_indexes: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """One v1.0 StreamResponse as a v0.1 streaming result: a TaskStatusUpdateEvent
+    {id, status, final, metadata} or a TaskArtifactUpdateEvent {id, artifact, metadata}.
+
+    `task_id` is used when the event does not name its task (a Message may not).
+    `artifact_indexes`, one dict kept per stream, numbers artifacts as tasks/get does (in
+    order of first appearance, seeded by a task snapshot); without it every index is 0.
+    """
+    kind = response.WhichOneof("payload")
+    if kind == "task":
+        task = response.task
+        if artifact_indexes is not None:
+            for artifact in task.artifacts:
+                artifact_indexes.setdefault(artifact.artifact_id, len(artifact_indexes))
+        event: dict[str, Any] = {
+            "id": task.id or task_id,
+            "status": v01_status_json(task.status),
+            "final": final,
+        }
+        if task.HasField("metadata"):
+            event["metadata"] = _dict(task.metadata)
+        return event
+    if kind == "status_update":
+        update = response.status_update
+        event = {"id": update.task_id or task_id, "status": v01_status_json(update.status)}
+        event["final"] = final
+        if update.HasField("metadata"):
+            event["metadata"] = _dict(update.metadata)
+        return event
+    if kind == "artifact_update":
+        chunk = response.artifact_update
+        index = 0
+        if artifact_indexes is not None:
+            index = artifact_indexes.setdefault(chunk.artifact.artifact_id, len(artifact_indexes))
+        event = {
+            "id": chunk.task_id or task_id,
+            "artifact": v01_artifact_json(
+                chunk.artifact, index=index, append=chunk.append, last_chunk=chunk.last_chunk
+            ),
+        }
+        if chunk.HasField("metadata"):
+            event["metadata"] = _dict(chunk.metadata)
+        return event
+    if kind == "message":
+        # A direct answer ends the exchange: in v0.1 terms, the task completed with it.
+        message = response.message
+        return {
+            "id": message.task_id or task_id,
+            "status": {"state": "completed", "message": v01_message_json(message)},
+            "final": True,
+        }
+    raise ValueError("A StreamResponse without a payload cannot be sent to a v0.1 client.")
+
+
+def v01_stream_events(
+    response: StreamResponse,
+    *,
+    final: bool,
+    task_id: str = "",
+    artifact_indexes: dict[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """One v1.0 StreamResponse as the v0.1 streaming results that carry all of it.
+
+    A task snapshot (what a stream opens with) holds artifacts, which a v0.1 status update
+    cannot: they go first, one TaskArtifactUpdateEvent each (whole, `append` false, numbered
+    as tasks/get numbers them), then the status. Anything else is one result, as
+    `v01_stream_event` gives it.
+    """
+    if response.WhichOneof("payload") != "task":
+        return [
+            v01_stream_event(
+                response, final=final, task_id=task_id, artifact_indexes=artifact_indexes
+            )
+        ]
+    task = response.task
+    indexes = {} if artifact_indexes is None else artifact_indexes
+    ended = TaskState.Name(task.status.state) in TERMINAL_STATES
+    events = []
+    for artifact in task.artifacts:
+        index = indexes.setdefault(artifact.artifact_id, len(indexes))
+        events.append(
+            {
+                "id": task.id or task_id,
+                "artifact": v01_artifact_json(
+                    artifact, index=index, append=False, last_chunk=True if ended else None
+                ),
+            }
+        )
+    events.append(
+        v01_stream_event(response, final=final, task_id=task_id, artifact_indexes=indexes)
+    )
+    return events
+
+
+def v01_card_json(card: AgentCard) -> dict[str, Any]:
+    """A v1.0 AgentCard in the v0.1 shape.
+
+    `url` carries `?A2A-Version=0.1`: v0.1 clients send no version header, and tasks/get and
+    tasks/cancel are also v0.3 method names, so the URL is what keeps them in this dialect.
+    """
+    jsonrpc = [
+        i.url
+        for i in card.supported_interfaces
+        if i.protocol_binding == TransportProtocol.JSONRPC.value
+    ]
+    result: dict[str, Any] = {
+        "name": card.name,
+        "description": card.description,
+        "url": f"{jsonrpc[0] if jsonrpc else ''}?A2A-Version={V0_1}",
+    }
+    if card.HasField("provider"):
+        result["provider"] = {"organization": card.provider.organization}
+        if card.provider.url:
+            result["provider"]["url"] = card.provider.url
+    result["version"] = card.version
+    if card.documentation_url:
+        result["documentationUrl"] = card.documentation_url
+    result["capabilities"] = {
+        "streaming": card.capabilities.streaming,
+        "pushNotifications": card.capabilities.push_notifications,
+        # TaskEvent keeps every transition, but v0.1 has no method that returns them.
+        "stateTransitionHistory": False,
+    }
+    result["authentication"] = {"schemes": _auth_schemes(card)}
+    result["defaultInputModes"] = list(card.default_input_modes)
+    result["defaultOutputModes"] = list(card.default_output_modes)
+    result["skills"] = [_skill_json(s) for s in card.skills]
+    return result
+
+
+def _auth_schemes(card: AgentCard) -> list[str]:
+    schemes: list[str] = []
+    anonymous = False
+    for requirement in card.security_requirements:
+        if not requirement.schemes:
+            anonymous = True  # an empty requirement: no credentials needed
+        for name in requirement.schemes:
+            scheme = card.security_schemes[name]
+            which = scheme.WhichOneof("scheme")
+            label = (
+                scheme.http_auth_security_scheme.scheme.lower()
+                if which == "http_auth_security_scheme"
+                else "apiKey"
+                if which == "api_key_security_scheme"
+                else name
+            )
+            if label not in schemes:
+                schemes.append(label)
+    if anonymous:
+        schemes.append("none")
+    return schemes
+
+
+def _skill_json(skill: AgentSkill) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "id": skill.id,
+        "name": skill.name,
+        "description": skill.description,
+        "tags": list(skill.tags),
+    }
+    if skill.examples:
+        result["examples"] = list(skill.examples)
+    if skill.input_modes:
+        result["inputModes"] = list(skill.input_modes)
+    if skill.output_modes:
+        result["outputModes"] = list(skill.output_modes)
+    return result
+
+
+# --- the methods ---------------------------------------------------------------------------
+
+
+async def v01_send(call: Caller, params: dict[str, Any]) -> Any:
+    request, task_id = v01_send_request(params)
+    if task_id is None:
+        # The server chooses the id, here: the task is found by it if the agent answers with
+        # a Message, which does not say which task it answers.
+        new_task_id: uuid.UUID | None = uuid.uuid4()
+    else:
+        request, new_task_id = await v01_continue_or_create(call, request, task_id)
+    task_pk = request.message.task_id or str(new_task_id)
+    result = await send_message(call, request, new_task_id=new_task_id)
+    if isinstance(result, TaskProto):
+        return v01_task_json(result)
+    # The agent answered with a Message; its task holds it, and v0.1 answers with the task.
+    task_request = GetTaskRequest(id=task_pk)
+    if request.configuration.HasField("history_length"):
+        task_request.history_length = request.configuration.history_length
+    return v01_task_json(await get_task(call, task_request), reply=result)
+
+
+async def v01_get(call: Caller, params: dict[str, Any]) -> Any:
+    request = GetTaskRequest(id=v01_task_id(params))
+    history_length = _history_length(params)
+    if history_length is not None:
+        request.history_length = history_length
+    return v01_task_json(await get_task(call, request))
+
+
+async def v01_cancel(call: Caller, params: dict[str, Any]) -> Any:
+    return v01_task_json(await cancel_task(call, v01_task_id(params)))
+
+
+async def v01_get_card(call: Caller, params: dict[str, Any]) -> Any:
+    return v01_card_json(await database_sync_to_async(agent_card_build)(call.agent))
+
+
+def _push_unsupported(method: str) -> Handler:
+    async def handler(call: Caller, params: dict[str, Any]) -> Any:
+        raise PushNotificationNotSupportedError(
+            f"{method}: this agent does not offer push notifications (its card declares "
+            "capabilities.pushNotifications=false); poll with tasks/get or stream with "
+            "tasks/sendSubscribe."
+        )
+
+    return handler
+
+
+V01_METHODS: dict[str, Handler] = {
+    "tasks/send": v01_send,
+    "tasks/get": v01_get,
+    "tasks/cancel": v01_cancel,
+    "agent/getCard": v01_get_card,
+    "tasks/pushNotification/get": _push_unsupported("tasks/pushNotification/get"),
+    "tasks/pushNotification/set": _push_unsupported("tasks/pushNotification/set"),
+}
+
+__all__ = [
+    "V01_METHODS",
+    "v01_card_json",
+    "v01_continue_or_create",
+    "v01_send_request",
+    "v01_stream_event",
+    "v01_stream_events",
+    "v01_task_id",
+    "v01_task_json",
+]

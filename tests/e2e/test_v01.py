@@ -1,0 +1,428 @@
+"""The v0.1 legacy JSON-RPC dialect over raw HTTP against the live platform (daphne + Celery):
+client-chosen task ids, sessionId, multi-turn, get, cancel, the v0.1 card, and no leaks."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+V01 = {"A2A-Version": "0.1"}
+
+
+@dataclass
+class Target:
+    url: str
+    key: str
+    agent: Any
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def make_target(live_platform, make_tenant, make_agent, make_key):
+    def make(config: dict[str, Any] | None = None, slug: str = "echo") -> Target:
+        tenant = make_tenant()
+        agent = make_agent(tenant, slug, config=config)
+        return Target(live_platform.agent_url(agent), make_key(tenant, "alice"), agent)
+
+    return make
+
+
+@pytest.fixture
+def echo(make_target) -> Target:
+    return make_target()
+
+
+def rpc(
+    http: httpx.Client,
+    t: Target,
+    method: str,
+    params: Any,
+    *,
+    key: str | None = None,
+    headers: dict[str, str] | None = None,
+    url: str | None = None,
+) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return http.post(
+        url or t.url,
+        content=json.dumps(body).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "X-API-Key": key or t.key,
+            **(V01 if headers is None else headers),
+        },
+    )
+
+
+def result_of(response: httpx.Response) -> Any:
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] == 1 and "error" not in body, body
+    return body["result"]
+
+
+def error_of(response: httpx.Response, code: int, *fragments: str) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["id"] == 1 and "result" not in body, body
+    assert body["error"]["code"] == code, body
+    for fragment in fragments:
+        assert fragment in body["error"]["message"], body
+    return body["error"]
+
+
+def message(text: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def send(http, t, task_id, text, **params) -> dict[str, Any]:
+    return result_of(
+        rpc(http, t, "tasks/send", {"id": task_id, "message": message(text), **params})
+    )
+
+
+def test_send_creates_the_task_with_the_clients_id_and_completes(http, echo):
+    task_id = uuid.uuid4()
+    task = send(http, echo, task_id.hex, "hello", sessionId="session-a", metadata={"trace": "x"})
+    assert task["id"] == str(task_id)
+    assert task["sessionId"] == "session-a"
+    assert task["status"]["state"] == "completed"
+    assert task["status"]["message"] == {"role": "agent", "parts": [text_part("Echoed: hello")]}
+    assert task["status"]["timestamp"].endswith("Z")
+    assert task["artifacts"] == [
+        {
+            "name": "echo",
+            "parts": [text_part("hello")],
+            "index": 0,
+            "append": False,
+            "lastChunk": True,
+        }
+    ]
+    assert task["history"][0] == {"role": "user", "parts": [text_part("hello")]}
+    assert task["metadata"] == {"trace": "x"}
+    # The id is the client's, in any spelling: get it back by the hex form it chose.
+    assert result_of(rpc(http, echo, "tasks/get", {"id": task_id.hex}))["id"] == str(task_id)
+    # A terminal task takes no more messages; the answer says so.
+    error_of(
+        rpc(http, echo, "tasks/send", {"id": str(task_id), "message": message("again")}),
+        -32004,
+        "accepts no more messages",
+    )
+
+
+def test_a_second_send_with_the_same_id_continues_an_input_required_task(http, make_target):
+    target = make_target({"input_required": True})
+    task_id = str(uuid.uuid4())
+    first = send(http, target, task_id, "one", sessionId="s-multi")
+    assert first["status"]["state"] == "input-required"
+    assert first["status"]["message"]["role"] == "agent"
+    assert "one more message" in first["status"]["message"]["parts"][0]["text"]
+    assert first["artifacts"] == []
+
+    second = send(http, target, task_id, "two", sessionId="s-multi")
+    assert second["id"] == task_id and second["sessionId"] == "s-multi"
+    assert second["status"]["state"] == "completed"
+    assert second["artifacts"][0]["parts"] == [text_part("one\ntwo")]
+    # user, the agent's question (moved to history when answered), user
+    assert [m["role"] for m in second["history"]] == ["user", "agent", "user"]
+
+    # tasks/get: the whole history, the newest N, or none
+    def history(**params):
+        return result_of(rpc(http, target, "tasks/get", {"id": task_id, **params}))["history"]
+
+    assert len(history()) == 3
+    assert history(historyLength=1) == [{"role": "user", "parts": [text_part("two")]}]
+    assert [m["role"] for m in history(historyLength=2)] == ["agent", "user"]
+    assert history(historyLength=0) == []
+    # tasks/send's historyLength cuts the answer the same way
+    third_id = str(uuid.uuid4())
+    cut = send(http, target, third_id, "x", historyLength=1)
+    assert cut["status"]["state"] == "input-required" and len(cut["history"]) == 1
+
+
+def test_a_mismatched_session_on_a_follow_up_is_invalid(http, make_target):
+    target = make_target({"input_required": True})
+    task_id = str(uuid.uuid4())
+    assert send(http, target, task_id, "one", sessionId="s-1")["status"]["state"] == (
+        "input-required"
+    )
+    error_of(
+        rpc(
+            http,
+            target,
+            "tasks/send",
+            {"id": task_id, "sessionId": "s-2", "message": message("two")},
+        ),
+        -32602,
+        "does not match",
+    )
+
+
+def test_cancel_a_slow_task(http, make_target):
+    target = make_target({"delay_seconds": 30})
+    task_id = str(uuid.uuid4())
+    with ThreadPoolExecutor(1) as pool, httpx.Client(timeout=60) as other:
+        # tasks/send blocks while the agent works: send it aside
+        pending = pool.submit(
+            rpc, other, target, "tasks/send", {"id": task_id, "message": message("slow")}
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            response = rpc(http, target, "tasks/get", {"id": task_id}).json()
+            if response.get("result", {}).get("status", {}).get("state") == "working":
+                break
+            assert time.monotonic() < deadline, response
+            time.sleep(0.1)
+        canceled = result_of(rpc(http, target, "tasks/cancel", {"id": task_id}))
+        assert canceled["id"] == task_id and canceled["status"]["state"] == "canceled"
+        # the blocked send returns once the task ends
+        assert result_of(pending.result(timeout=30))["status"]["state"] == "canceled"
+    assert result_of(rpc(http, target, "tasks/get", {"id": task_id}))["status"]["state"] == (
+        "canceled"
+    )
+    error_of(rpc(http, target, "tasks/cancel", {"id": task_id}), -32002, "canceled")
+
+
+def test_session_id_round_trips_and_is_the_context(http, echo):
+    session = f"session-{uuid.uuid4()}"
+    first = send(http, echo, str(uuid.uuid4()), "a", sessionId=session)
+    second = send(http, echo, str(uuid.uuid4()), "b", sessionId=session)
+    assert first["sessionId"] == second["sessionId"] == session
+    # the same task through v1.0: its contextId is the session
+    v10 = result_of(rpc(http, echo, "GetTask", {"id": first["id"]}, headers={"A2A-Version": "1.0"}))
+    assert v10["contextId"] == session
+    listed = result_of(
+        rpc(http, echo, "ListTasks", {"contextId": session}, headers={"A2A-Version": "1.0"})
+    )
+    assert {t["id"] for t in listed["tasks"]} == {first["id"], second["id"]}
+    # without a sessionId the server chooses one
+    assert send(http, echo, str(uuid.uuid4()), "c")["sessionId"]
+
+
+def test_agent_card(http, live_platform, make_tenant, make_agent, make_key):
+    tenant = make_tenant()
+    agent = make_agent(
+        tenant,
+        "carded",
+        skills=[{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["demo"]}],
+    )
+    target = Target(live_platform.agent_url(agent), make_key(tenant, "alice"), agent)
+    card = result_of(rpc(http, target, "agent/getCard", {}))
+    assert card["name"] == "Carded" and card["description"] == "The carded agent."
+    assert card["url"] == target.url + "?A2A-Version=0.1"
+    assert card["capabilities"]["pushNotifications"] is False
+    assert card["capabilities"]["stateTransitionHistory"] is False
+    assert card["authentication"] == {"schemes": ["apiKey", "bearer"]}
+    assert card["defaultInputModes"] == ["text/plain"]
+    assert card["skills"] == [
+        {"id": "echo", "name": "Echo", "description": "echoes", "tags": ["demo"]}
+    ]
+    assert "supportedInterfaces" not in card and "securitySchemes" not in card
+    # A v0.1 client sends no version header: the card's URL keeps it in v0.1, where
+    # tasks/get (also a v0.3 name) answers in v0.1 shape.
+    task = send(http, target, str(uuid.uuid4()), "hi")
+    got = result_of(rpc(http, target, "tasks/get", {"id": task["id"]}, headers={}, url=card["url"]))
+    assert got["sessionId"] == task["sessionId"] and "kind" not in got
+    assert got["history"][0]["parts"][0]["type"] == "text"
+
+
+def test_v01_only_methods_need_no_header(http, echo):
+    task = result_of(
+        rpc(
+            http,
+            echo,
+            "tasks/send",
+            {"id": str(uuid.uuid4()), "message": message("bare")},
+            headers={},
+        )
+    )
+    assert task["status"]["state"] == "completed" and "sessionId" in task
+    assert result_of(rpc(http, echo, "agent/getCard", {}, headers={}))["name"] == "Echo"
+    error_of(rpc(http, echo, "tasks/pushNotification/get", {"id": task["id"]}, headers={}), -32003)
+
+
+def test_push_notification_methods(http, echo):
+    task = send(http, echo, str(uuid.uuid4()), "hi")
+    error_of(
+        rpc(http, echo, "tasks/pushNotification/get", {"id": task["id"]}),
+        -32003,
+        "tasks/pushNotification/get",
+        "push notifications",
+    )
+    error_of(
+        rpc(
+            http,
+            echo,
+            "tasks/pushNotification/set",
+            {"id": task["id"], "pushNotificationConfig": {"url": "https://hook.example/"}},
+        ),
+        -32003,
+        "tasks/pushNotification/set",
+    )
+    error_of(
+        rpc(
+            http,
+            echo,
+            "tasks/send",
+            {
+                "id": str(uuid.uuid4()),
+                "message": message("x"),
+                "pushNotification": {"url": "https://hook.example/"},
+            },
+        ),
+        -32003,
+        "pushNotification",
+    )
+
+
+@pytest.mark.parametrize(
+    "method, params, fragment",
+    [
+        ("tasks/send", {"id": "task-1", "message": message("x")}, "'id' must be a UUID"),
+        ("tasks/send", {"id": str(uuid.uuid4())}, "'message' must be an object"),
+        (
+            "tasks/send",
+            {"message": {"role": "user", "parts": [{"kind": "text", "text": "v3"}]}},
+            "'message.parts[0].type' must be one of text, data, file",
+        ),
+        ("tasks/send", {"message": {"role": "robot", "parts": [text_part("x")]}}, "'message.role'"),
+        ("tasks/send", {"message": {"role": "user", "parts": []}}, "at least one part"),
+        (
+            "tasks/send",
+            {"message": {"role": "user", "parts": [{"type": "file", "file": {"bytes": "%%"}}]}},
+            "'message.parts[0].file.bytes' is not valid base64",
+        ),
+        ("tasks/send", {"message": message("x"), "historyLength": -1}, "'historyLength'"),
+        ("tasks/send", {"message": message("x"), "sessionId": 5}, "'sessionId' must be a string"),
+        ("tasks/send", {"message": {"role": "agent", "parts": [text_part("x")]}}, "ROLE_USER"),
+        ("tasks/get", {}, "'id' is required"),
+        ("tasks/get", {"id": str(uuid.uuid4()), "historyLength": "all"}, "'historyLength'"),
+        ("tasks/cancel", {"id": 7}, "'id' must be a string"),
+    ],
+)
+def test_malformed_params(http, echo, method, params, fragment):
+    error_of(rpc(http, echo, method, params), -32602, fragment)
+
+
+def test_another_owners_task_id_does_not_leak(
+    http, echo, live_platform, make_tenant, make_agent, make_key
+):
+    # given Bob's task on the same agent, and Carol's on another tenant's agent
+    bob = make_key(echo.agent.tenant, "bob")
+    bobs = result_of(
+        rpc(
+            http,
+            echo,
+            "tasks/send",
+            {"id": str(uuid.uuid4()), "message": message("secret")},
+            key=bob,
+        )
+    )
+    carol_tenant = make_tenant()
+    carol_agent = make_agent(carol_tenant, "echo")
+    carol = Target(
+        live_platform.agent_url(carol_agent), make_key(carol_tenant, "carol"), carol_agent
+    )
+    carols = send(http, carol, str(uuid.uuid4()), "carol's")
+
+    answers = []
+    for task_id in (bobs["id"], carols["id"]):
+        # when Alice uses those ids
+        sent = error_of(
+            rpc(http, echo, "tasks/send", {"id": task_id, "message": message("hi")}),
+            -32602,
+            "cannot be used for a new task",
+        )
+        answers.append(sent["message"].replace(task_id, "<id>"))
+        # then nothing says whose or in what state, and get/cancel do not find them
+        for word in ("bob", "carol", "completed", "owner", "tenant"):
+            assert word not in sent["message"].lower()
+        error_of(rpc(http, echo, "tasks/get", {"id": task_id}), -32001)
+        error_of(rpc(http, echo, "tasks/cancel", {"id": task_id}), -32001)
+    assert answers[0] == answers[1]
+    # and Bob's task is untouched
+    again = result_of(rpc(http, echo, "tasks/get", {"id": bobs["id"]}, key=bob))
+    assert again["history"] == bobs["history"] and again["status"] == bobs["status"]
+
+
+# --- streaming (tasks/sendSubscribe, tasks/resubscribe) -------------------------------------
+
+
+def stream(http, t, method, params) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC responses of an SSE stream, as they arrive."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    headers = {"Content-Type": "application/json", "X-API-Key": t.key, **V01}
+    with http.stream("POST", t.url, content=json.dumps(body).encode(), headers=headers) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                yield json.loads(line[len("data: ") :])
+
+
+def test_send_subscribe_streams_v01_events(http, make_target):
+    target = make_target({"input_required": True})
+    task_id = str(uuid.uuid4())
+
+    def turn(text: str) -> list[dict[str, Any]]:
+        params = {"id": task_id, "sessionId": "s-stream", "message": message(text)}
+        responses = list(stream(http, target, "tasks/sendSubscribe", params))
+        assert all(r["id"] == 1 and "error" not in r for r in responses), responses
+        events = [r["result"] for r in responses]
+        assert all(e["id"] == task_id for e in events), events
+        return events
+
+    first = turn("one")
+    assert first[-1]["final"] is True and first[-1]["status"]["state"] == "input-required"
+    assert not any(e.get("final") for e in first[:-1])
+    second = turn("two")
+    # The artifact comes live, or whole in the snapshot a stream opens with if the agent was
+    # quicker than the stream: either way once, at index 0, not appended to anything.
+    artifacts = [e["artifact"] for e in second if "artifact" in e]
+    assert [(a["name"], a["parts"], a["index"], a["append"]) for a in artifacts] == [
+        ("echo", [text_part("one\ntwo")], 0, False)
+    ]
+    assert second[-1]["final"] is True and second[-1]["status"]["state"] == "completed"
+    assert second[-1]["status"]["message"]["parts"] == [text_part("Echoed: one\ntwo")]
+    assert "kind" not in json.dumps(first + second)
+
+
+def test_resubscribe_follows_a_task_until_it_is_canceled(http, make_target):
+    target = make_target({"delay_seconds": 30})
+    task_id = str(uuid.uuid4())
+    with ThreadPoolExecutor(2) as pool, httpx.Client(timeout=60) as other:
+        pool.submit(rpc, other, target, "tasks/send", {"id": task_id, "message": message("x")})
+        deadline = time.monotonic() + 20
+        while rpc(http, target, "tasks/get", {"id": task_id}).json().get("error"):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        with httpx.Client(timeout=60) as watcher:
+            watched = pool.submit(
+                lambda: list(stream(watcher, target, "tasks/resubscribe", {"id": task_id}))
+            )
+            time.sleep(0.5)
+            assert (
+                result_of(rpc(http, target, "tasks/cancel", {"id": task_id}))["status"]["state"]
+                == "canceled"
+            )
+            events = [r["result"] for r in watched.result(timeout=30)]
+    assert events[0]["id"] == task_id and events[0]["status"]["state"] in ("submitted", "working")
+    assert events[-1]["status"]["state"] == "canceled" and events[-1]["final"] is True
