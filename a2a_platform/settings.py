@@ -208,6 +208,8 @@ A2A_BLOCKING_TIMEOUT_SECONDS = _positive_float("A2A_BLOCKING_TIMEOUT_SECONDS", 6
 A2A_CANCEL_TIMEOUT_SECONDS = _positive_float("A2A_CANCEL_TIMEOUT_SECONDS", 10.0)
 A2A_TASK_LEASE_SECONDS = _positive_float("A2A_TASK_LEASE_SECONDS", 120.0)
 A2A_REAPER_INTERVAL_SECONDS = _positive_float("A2A_REAPER_INTERVAL_SECONDS", 30.0)
+# A run no worker claimed for this long is queued again (the broker may have lost it).
+A2A_REQUEUE_AFTER_SECONDS = _positive_float("A2A_REQUEUE_AFTER_SECONDS", 300.0)
 A2A_POLL_INTERVAL_SECONDS = _positive_float("A2A_POLL_INTERVAL_SECONDS", 0.2)
 # SSE comment lines on idle streams, so proxies do not cut them.
 A2A_SSE_KEEPALIVE_SECONDS = _positive_float("A2A_SSE_KEEPALIVE_SECONDS", 15.0)

@@ -44,6 +44,10 @@ class Task(models.Model):
     # The queued run's Celery id; cleared when a worker claims it, so a redelivered copy of the
     # same job finds nothing to do.
     job_id = models.CharField(max_length=64, blank=True)
+    # The queued run's arguments and when it was queued, so a job the broker lost is queued
+    # again (by the reaper) instead of leaving the task submitted forever.
+    job_args = models.JSONField(null=True, blank=True)
+    job_queued_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -58,6 +62,11 @@ class Task(models.Model):
                 fields=["lease_expires_at"],
                 name="task_lease",
                 condition=models.Q(running_since__isnull=False),
+            ),
+            models.Index(
+                fields=["job_queued_at"],
+                name="task_queued_job",
+                condition=~models.Q(job_id=""),
             ),
         ]
 

@@ -131,21 +131,27 @@ def message_send(
         if task.last_seq == 0:
             _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=task_to_proto(task)))
         task.job_id = str(uuid.uuid4())
+        task.job_args = {
+            "position": position,
+            "configuration": (
+                _dict(request.configuration) if request.HasField("configuration") else {}
+            ),
+        }
+        task.job_queued_at = timezone.now()
         task.save()
         since_seq = task.last_seq
-        job_id, task_pk = task.job_id, task.pk
-        transaction.on_commit(lambda: _enqueue_run(task_pk, position, job_id, request))
+        job_id, task_pk, job_args = task.job_id, task.pk, task.job_args
+        transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args))
     return SendOutcome(task_id=task_pk, since_seq=since_seq)
 
 
-def _enqueue_run(
-    task_pk: uuid.UUID, position: int, job_id: str, request: SendMessageRequest
-) -> None:
+def _enqueue_run(task_pk: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> None:
     from .tasks import run_agent_task
 
-    configuration = _dict(request.configuration) if request.HasField("configuration") else {}
     run_agent_task.apply_async(
-        args=[str(task_pk), position], kwargs={"configuration": configuration}, task_id=job_id
+        args=[str(task_pk), job_args["position"]],
+        kwargs={"configuration": job_args["configuration"]},
+        task_id=job_id,
     )
 
 
@@ -371,7 +377,7 @@ def task_cancel_request(
         if not running:
             # Nothing runs it: end it now, and drop the queued job if there is one.
             _end_by_platform(task, TaskState.TASK_STATE_CANCELED, "Canceled before the agent ran.")
-            job_id, task.job_id = task.job_id, ""
+            job_id, task.job_id, task.job_args, task.job_queued_at = task.job_id, "", None, None
             transaction.on_commit(lambda: _revoke(job_id))
         task.save()
         return task.pk, running, task.last_seq
@@ -426,7 +432,9 @@ def task_claim(*, task_id: uuid.UUID, job_id: str) -> str:
     claimed = (
         Task.objects.filter(pk=task_id, running_since__isnull=True, job_id=job_id)
         .exclude(state__in=TERMINAL_STATES)
-        .update(running_since=now, lease_expires_at=lease, job_id="")
+        .update(
+            running_since=now, lease_expires_at=lease, job_id="", job_args=None, job_queued_at=None
+        )
     )
     if claimed:
         return "claimed"
@@ -461,6 +469,28 @@ def task_release(*, task_id: uuid.UUID) -> None:
                 task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
             )
         task.save()
+
+
+def tasks_requeue_lost_jobs(*, now: Any = None) -> list[uuid.UUID]:
+    """Queue again the runs that no worker claimed for `A2A_REQUEUE_AFTER_SECONDS`.
+
+    The broker may have lost them (a crash of its host, a purge). If it did not, the worker
+    that finally gets the old copy finds the job already claimed and does nothing, so the
+    requeue is safe either way.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.A2A_REQUEUE_AFTER_SECONDS)
+    waiting = (
+        Task.objects.exclude(job_id="")
+        .exclude(state__in=TERMINAL_STATES)
+        .filter(running_since__isnull=True, job_queued_at__lt=cutoff, job_args__isnull=False)
+    )
+    requeued = []
+    for task_pk, job_id, job_args in waiting.values_list("pk", "job_id", "job_args"):
+        if Task.objects.filter(pk=task_pk, job_id=job_id).update(job_queued_at=now):
+            _enqueue_run(task_pk, job_id, job_args)
+            requeued.append(task_pk)
+    return requeued
 
 
 def tasks_reap(*, now: Any = None) -> list[uuid.UUID]:

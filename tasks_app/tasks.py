@@ -9,7 +9,7 @@ from a2a.types import TaskState
 from celery import shared_task
 
 from .execution import task_run
-from .services import task_end, tasks_reap
+from .services import task_end, tasks_reap, tasks_requeue_lost_jobs
 
 # A turn waits for the previous run to release the task; that is a moment, not minutes.
 BUSY_RETRIES = 60
@@ -39,4 +39,4 @@ def run_agent_task(
 
 @shared_task
 def reap_stuck_tasks_task() -> int:
-    return len(tasks_reap())
+    return len(tasks_reap()) + len(tasks_requeue_lost_jobs())

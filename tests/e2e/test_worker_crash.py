@@ -70,3 +70,33 @@ def test_task_of_a_killed_worker_is_failed_by_the_reaper(
     status = got["result"]["status"]
     assert status["state"] == TaskState.Name(TaskState.TASK_STATE_FAILED)
     assert "stopped responding" in status["message"]["parts"][0]["text"]
+
+
+def test_a_job_the_broker_lost_is_queued_again(live_platform, make_tenant, make_agent, make_key):
+    from datetime import timedelta
+
+    import httpx
+    from django.utils import timezone
+
+    tenant = make_tenant()
+    agent = make_agent(tenant, "echo")
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    stop_process(live_platform.worker)  # nobody consumes while we lose the job
+    try:
+        response = httpx.post(
+            url,
+            headers={"X-API-Key": key, "A2A-Version": "1.0"},
+            json=raw_send("not lost", return_immediately=True),
+        )
+        task_id = response.json()["result"]["task"]["id"]
+        assert app.control.purge() >= 1  # the broker forgets the queued run
+        Task.objects.filter(pk=task_id).update(job_queued_at=timezone.now() - timedelta(hours=1))
+    finally:
+        live_platform.worker = live_platform.start_worker("worker")
+    app.send_task("tasks_app.tasks.reap_stuck_tasks_task")
+    assert wait_for(
+        lambda: Task.objects.get(pk=task_id).state == "TASK_STATE_COMPLETED",
+        attempts=200,
+        pause=0.05,
+    )
+    assert Task.objects.get(pk=task_id).artifacts.get().data["parts"][0]["text"] == "not lost"

@@ -628,7 +628,7 @@ def test_send_answered_by_a_message_returns_the_completed_task(agent, monkeypatc
     # given an "agent" that answers every message at once with a direct Message
     from tasks_app.services import task_event_record
 
-    def answer(task_pk, position, job_id, request):
+    def answer(task_pk, job_id, job_args):
         reply = _agent_message("the answer", f"reply-{task_pk}")
         reply.task_id = str(task_pk)
         task_event_record(task_id=task_pk, event=reply)
