@@ -50,8 +50,6 @@ class LivePlatform:
     env: dict[str, str]
     log_dir: Path
     worker: subprocess.Popen[bytes]
-    root: Path = ROOT
-    env_bin: Path = VENV_BIN
 
     def agent_url(self, agent: Agent) -> str:
         return f"{self.url}/a2a/{agent.tenant.slug}/{agent.slug}/"
@@ -82,6 +80,26 @@ class LivePlatform:
                 raise RuntimeError(f"worker did not start:\n{log.read_text()[-4000:]}")
             time.sleep(0.1)
         return proc
+
+
+def start_web(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A daphne process serving the platform on `port`, once it accepts connections."""
+    proc = subprocess.Popen(
+        [
+            str(VENV_BIN / "daphne"),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "a2a_platform.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    _wait_for_port(port, proc, log)
+    return proc
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
@@ -122,22 +140,7 @@ def live_platform(
         "A2A_PYTHON_EXECUTORS": "tests.agents.sample_executors.ShoutingExecutor",
         "PYTHONPATH": str(ROOT),
     }
-    daphne_log = log_dir / "daphne.log"
-    daphne = subprocess.Popen(
-        [
-            str(VENV_BIN / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "a2a_platform.asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=daphne_log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    _wait_for_port(port, daphne, daphne_log)
+    daphne = start_web(port, env, log_dir / "daphne.log")
     platform = LivePlatform(url=f"http://127.0.0.1:{port}", env=env, log_dir=log_dir, worker=None)  # type: ignore[arg-type]
     platform.worker = platform.start_worker("worker")
     try:

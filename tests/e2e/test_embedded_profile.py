@@ -12,7 +12,7 @@ import uuid
 import httpx
 import pytest
 
-from ..conftest import ROOT, VENV_BIN, _free_port, _wait_for_port, stop_process
+from ..conftest import ROOT, VENV_BIN, _free_port, start_web, stop_process
 
 pytestmark = pytest.mark.e2e
 
@@ -40,21 +40,7 @@ def embedded(tmp_path_factory):
         [*manage, "seed_demo"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
     ).stdout
     key = seeded.split("API key (demo): ")[1].split()[0]
-    log = (var / "daphne.log").open("wb")
-    web = subprocess.Popen(
-        [
-            str(VENV_BIN / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "a2a_platform.asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    web = start_web(port, env, var / "daphne.log")
     worker_log = var / "worker.log"
     worker = subprocess.Popen(
         [str(VENV_BIN / "celery"), "-A", "a2a_platform", "worker", "--concurrency=2"],
@@ -64,7 +50,6 @@ def embedded(tmp_path_factory):
         stderr=subprocess.STDOUT,
     )
     try:
-        _wait_for_port(port, web, var / "daphne.log")
         yield f"http://127.0.0.1:{port}/a2a/demo/", key, worker_log
     finally:
         stop_process(worker)

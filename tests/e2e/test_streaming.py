@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -16,7 +15,7 @@ import pytest
 import redis
 from a2a.types import SendMessageRequest, SubscribeToTaskRequest, TaskState
 
-from ..conftest import _free_port, stop_process
+from ..conftest import _free_port, start_web, stop_process
 from .clients import V0_3, V1_0, sdk_client, user_message
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -224,20 +223,7 @@ def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenan
         "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{web_port}",
     }
     log = live_platform.log_dir / "doorbell-daphne.log"
-    web = subprocess.Popen(
-        [
-            str(live_platform.env_bin / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(web_port),
-            "a2a_platform.asgi:application",
-        ],
-        cwd=live_platform.root,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    web = start_web(web_port, env, log)
     agent = make_agent(
         make_tenant(),
         "conf",
@@ -251,12 +237,6 @@ def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenan
     stop_process(live_platform.worker)
     worker = live_platform.start_worker("doorbell-worker", REDIS_URL=env["REDIS_URL"])
     try:
-        for _ in range(100):
-            try:
-                httpx.get(f"http://127.0.0.1:{web_port}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
 
         async def scenario():
             async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
