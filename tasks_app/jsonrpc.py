@@ -6,6 +6,7 @@ Adapters stay thin: parse with the dialect codec, call one service, serialize. T
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -58,6 +59,7 @@ from .operations import (
     send_message_stream,
     subscribe_to_task,
 )
+from .selectors import task_artifact_ids
 from .streams import StreamItem
 
 logger = logging.getLogger(__name__)
@@ -216,11 +218,15 @@ async def v01_send_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
 
 async def v01_resubscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     task_id = dialect_v01.v01_task_id(params)
-    return SseStream(await subscribe_to_task(call, task_id, call.last_event_id), _v01_renderer())
+    stream = await subscribe_to_task(call, task_id, call.last_event_id)
+    # A replay sends no snapshot, so v0.1's artifact numbers continue from the task's own.
+    known = await database_sync_to_async(task_artifact_ids)(task_id=task_id)
+    return SseStream(stream, _v01_renderer(known))
 
 
-def _v01_renderer() -> Callable[[StreamItem], Any]:
-    indexes: dict[str, int] = {}  # v0.1 numbers artifacts; one numbering per stream
+def _v01_renderer(known_artifacts: list[str] | None = None) -> Callable[[StreamItem], Any]:
+    # v0.1 numbers artifacts; one numbering per stream, in the task's artifact order.
+    indexes = {artifact_id: n for n, artifact_id in enumerate(known_artifacts or [])}
 
     def render(item: StreamItem) -> Any:
         # A v0.1 status update cannot carry a snapshot's artifacts: they go as events of
@@ -305,10 +311,20 @@ def _error(request_id: Any, error: A2AError) -> dict[str, Any]:
 V01_ONLY_METHODS = frozenset(METHODS[V0_1]) - frozenset(METHODS[V0_3])
 
 
-def _handler_for(dialect: str, method: str) -> Handler | None:
-    if dialect == V0_3 and method in V01_ONLY_METHODS:
-        return METHODS[V0_1][method]
-    return METHODS[dialect].get(method)
+def _effective_dialect(dialect: str, method: str) -> str:
+    return V0_1 if dialect == V0_3 and method in V01_ONLY_METHODS else dialect
+
+
+# v0.1 defines only -32001 (task not found) and -32003 (push) of its own, and uses -32002 for
+# "session not found": A2A errors it lacks are reported as a server error (-32000).
+_V01_CODES = frozenset({-32700, -32600, -32601, -32602, -32603, -32001, -32003})
+
+
+def _error_in(dialect: str, request_id: Any, error: A2AError) -> dict[str, Any]:
+    answer = _error(request_id, error)
+    if dialect == V0_1 and answer["error"]["code"] not in _V01_CODES:
+        answer["error"]["code"] = -32000
+    return answer
 
 
 def _method_not_found(dialect: str, method: str) -> A2AError:
@@ -372,7 +388,8 @@ async def _dispatch_one(
         return _error(request_id, InvalidRequestError("'method' must be a non-empty string."))
     params = body.get("params", {})
     try:
-        handler = _handler_for(dialect, method)
+        dialect = _effective_dialect(dialect, method)
+        handler = METHODS[dialect].get(method)
         if handler is None:
             raise _method_not_found(dialect, method)
         if not isinstance(params, dict):
@@ -383,7 +400,7 @@ async def _dispatch_one(
             raise InvalidRequestError(f"{method} streams its answer and cannot be batched.")
         result = await handler(call, params)
     except A2AError as exc:
-        return None if is_notification else _error(request_id, exc)
+        return None if is_notification else _error_in(dialect, request_id, exc)
     except AuthenticationRequired as exc:
         if not in_batch:
             raise  # a lone request is answered HTTP 401
@@ -425,14 +442,19 @@ def _sse_response(answer: StreamAnswer) -> StreamingHttpResponse:
 async def _sse_frames(request_id: Any, stream: SseStream) -> AsyncIterator[bytes]:
     """SSE frames: each event's `id:` is `<task-id>:<seq>`, its data a JSON-RPC response."""
     try:
-        async for item in stream.items:
-            if item is None:
-                yield b": keep-alive\n\n"
-                continue
-            results = stream.render(item)
-            for result in results if isinstance(results, list) else [results]:
-                body = {"jsonrpc": "2.0", "id": request_id, "result": result}
-                yield f"id: {item.event_id}\ndata: {json.dumps(body)}\n\n".encode()
+        async with contextlib.aclosing(stream.items) as items:
+            async for item in items:
+                if item is None:
+                    yield b": keep-alive\n\n"
+                    continue
+                results = stream.render(item)
+                results = results if isinstance(results, list) else [results]
+                for n, result in enumerate(results, start=1):
+                    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+                    # Several frames for one event: only the last names the event, so a client
+                    # that drops in between resumes before it and misses none of them.
+                    event_id = f"id: {item.event_id}\n" if n == len(results) else ""
+                    yield f"{event_id}data: {body}\n\n".encode()
     except A2AError as exc:
         yield f"event: error\ndata: {json.dumps(_error(request_id, exc))}\n\n".encode()
     except Exception:

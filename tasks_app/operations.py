@@ -9,6 +9,7 @@ the task's event log (tasks_app.streams) to wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
@@ -87,7 +88,14 @@ async def send_message(
 async def send_message_stream(
     caller: Caller, request: SendMessageRequest, *, new_task_id: uuid.UUID | None = None
 ) -> Stream:
-    """Send, then stream. Errors in the request raise here, before any byte is streamed."""
+    """Send, then stream. Errors in the request raise here, before any byte is streamed.
+
+    A client that reconnects by POSTing the same request again with `Last-Event-ID` resumes
+    the stream of the task that id names; the message is not sent twice.
+    """
+    if caller.last_event_id:
+        task_id = caller.last_event_id.strip().rpartition(":")[0]
+        return await subscribe_to_task(caller, task_id, caller.last_event_id)
     outcome = await _send(caller, request, new_task_id)
     return _send_stream(outcome, _history_length(request))
 
@@ -95,21 +103,26 @@ async def send_message_stream(
 async def _send_stream(outcome: SendOutcome, history_length: int | None) -> Stream:
     keepalive = settings.A2A_SSE_KEEPALIVE_SECONDS
     async with EventFollower(outcome.task_id, outcome.since_seq) as follower:
-        started = False
+        first = None
+        async with contextlib.aclosing(follower.events(idle=keepalive)) as waiting:
+            async for item in waiting:
+                if item is not None:
+                    first = item
+                    break
+                yield None
+        if first is None:
+            return
+        if first.response.HasField("message"):
+            yield first  # the agent answered with a Message: that is the whole stream
+            return
+        # Otherwise the stream opens with the task as it is now, then follows it from there.
+        snapshot = await _snapshot_item(outcome.task_id, history_length)
+        follower.seq = snapshot.seq
+        yield snapshot
+        if snapshot.final:
+            return
         async for item in follower.events(idle=keepalive):
-            if item is None or started:
-                yield item
-                continue
-            started = True
-            if item.response.HasField("message"):
-                yield item  # the agent answered with a Message: that is the whole stream
-                return
-            # Otherwise the stream opens with the task as it is now, then its later events.
-            snapshot = await _snapshot_item(outcome.task_id, history_length)
-            follower.seq = snapshot.seq
-            yield snapshot
-            if snapshot.final:
-                return
+            yield item
 
 
 async def _snapshot_item(
@@ -135,6 +148,8 @@ async def subscribe_to_task(
     )
     if last_event_id:
         after = _seq_from_event_id(last_event_id, task.pk, task.last_seq)
+        if task.is_terminal and after >= task.last_seq:
+            return _nothing()  # the client saw the end already: close at once
         return _replay(task.pk, after)
     if task.is_terminal:
         raise UnsupportedOperationError(
@@ -157,6 +172,11 @@ def _seq_from_event_id(event_id: str, task_pk: uuid.UUID, last_seq: int) -> int:
             "of the last event received from this task's stream."
         )
     return seq
+
+
+async def _nothing() -> Stream:
+    return
+    yield  # an async generator that yields nothing
 
 
 async def _replay(task_pk: uuid.UUID, after: int) -> Stream:

@@ -23,7 +23,7 @@ from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from .errors import InvalidParamsError, UnsupportedOperationError, task_not_found
-from .models import Task, TaskEvent
+from .models import Artifact, Task, TaskEvent
 
 if TYPE_CHECKING:
     from agents.auth import Principal
@@ -175,6 +175,15 @@ def task_list(
         next_page_token=next_token,
         page_size=page_size,
         total_size=total,
+    )
+
+
+def task_artifact_ids(*, task_id: str) -> list[str]:
+    """The task's artifact ids in order (callers have already checked access to the task)."""
+    return list(
+        Artifact.objects.filter(task_id=task_id)
+        .order_by("position")
+        .values_list("artifact_id", flat=True)
     )
 
 

@@ -141,7 +141,9 @@ def message_send(
         task.save()
         since_seq = task.last_seq
         job_id, task_pk, job_args = task.job_id, task.pk, task.job_args
-        transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args))
+        # robust: the message is stored either way; if the broker is down, the reaper queues
+        # the run later, and the client must not be told (by an error) to send it again.
+        transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args), robust=True)
     return SendOutcome(task_id=task_pk, since_seq=since_seq)
 
 
@@ -487,7 +489,10 @@ def tasks_requeue_lost_jobs(*, now: Any = None) -> list[uuid.UUID]:
     )
     requeued = []
     for task_pk, job_id, job_args in waiting.values_list("pk", "job_id", "job_args"):
-        if Task.objects.filter(pk=task_pk, job_id=job_id).update(job_queued_at=now):
+        still_waiting = Task.objects.filter(
+            pk=task_pk, job_id=job_id, running_since__isnull=True, job_queued_at__lt=cutoff
+        )
+        if still_waiting.update(job_queued_at=now):
             _enqueue_run(task_pk, job_id, job_args)
             requeued.append(task_pk)
     return requeued

@@ -288,3 +288,41 @@ def test_a_subscription_follows_an_input_required_task_until_it_ends(conformance
     opening, rest = asyncio.run(scenario())
     assert opening[0].data["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert rest[-1].data["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_resuming_at_the_end_closes_and_a_repost_with_last_event_id_sends_nothing(conformance):
+    from channels.db import database_sync_to_async
+
+    from tasks_app.models import Task
+
+    async def scenario():
+        async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
+            send = rpc("SendStreamingMessage", {"message": v10_message(f"m-{uuid.uuid4()}")})
+            async with http.stream("POST", conformance, json=send) as response:
+                events = (await read_sse(response)).events
+            last = events[-1]
+            task_id = last.id.split(":")[0]
+            resume = rpc("SubscribeToTask", {"id": task_id}, request_id=2)
+            async with http.stream(
+                "POST", conformance, json=resume, headers={"Last-Event-ID": last.id}
+            ) as response:
+                after_end = await read_sse(response)  # returns: the stream closes at once
+            # Re-POSTing the send with Last-Event-ID resumes instead of sending again.
+            before = await database_sync_to_async(Task.objects.count)()
+            middle = events[1].id
+            async with http.stream(
+                "POST", conformance, json=send, headers={"Last-Event-ID": middle}
+            ) as response:
+                resumed = await read_sse(response)
+            return (
+                events,
+                after_end,
+                resumed,
+                before,
+                await database_sync_to_async(Task.objects.count)(),
+            )
+
+    events, after_end, resumed, before, after = asyncio.run(scenario())
+    assert after_end.events == []
+    assert [e.id for e in resumed.events] == [e.id for e in events[2:]]
+    assert before == after
