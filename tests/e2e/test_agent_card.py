@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
 
-import httpx
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -14,12 +12,6 @@ CARD = ".well-known/agent-card.json"
 LEGACY_CARD = ".well-known/agent.json"
 SKILL = {"id": "echo", "name": "Echo", "description": "Repeats you.", "tags": ["demo"]}
 SECRET_SKILL = {"id": "x", "name": "X", "description": "d", "tags": ["t"]}
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
-        yield client
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +13,8 @@ import httpx
 import pytest
 
 from agents.services import api_key_create
+
+from .conftest import Target
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -73,19 +74,6 @@ ALL = pytest.mark.parametrize("d", [V10, V10_QUERY, V03, V03_HEADER], ids=lambda
 
 def mid() -> str:
     return f"m-{uuid.uuid4()}"
-
-
-@dataclass
-class Target:
-    url: str
-    key: str
-    agent: Any
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
-        yield client
 
 
 @pytest.fixture

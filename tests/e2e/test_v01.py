@@ -8,28 +8,16 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
+from .conftest import Target
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 V01 = {"A2A-Version": "0.1"}
-
-
-@dataclass
-class Target:
-    url: str
-    key: str
-    agent: Any
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=60) as client:
-        yield client
 
 
 @pytest.fixture
