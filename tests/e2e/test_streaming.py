@@ -326,3 +326,41 @@ def test_resuming_at_the_end_closes_and_a_repost_with_last_event_id_sends_nothin
     assert after_end.events == []
     assert [e.id for e in resumed.events] == [e.id for e in events[2:]]
     assert before == after
+
+
+def test_a_client_that_never_reads_blocks_neither_the_worker_nor_other_callers(conformance):
+    from channels.db import database_sync_to_async
+
+    from tasks_app.models import Message
+
+    stalled_id = f"m-{uuid.uuid4()}"
+
+    def stalled_state() -> str:
+        return Message.objects.select_related("task").get(message_id=stalled_id).task.state
+
+    async def scenario():
+        async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
+            stalled = rpc("SendStreamingMessage", {"message": v10_message(stalled_id)})
+            async with http.stream("POST", conformance, json=stalled):  # opened, never read
+                sends = [
+                    http.post(
+                        conformance,
+                        json=rpc(
+                            "SendMessage",
+                            {"message": v10_message(f"tck-complete-task-{uuid.uuid4()}")},
+                        ),
+                    )
+                    for _ in range(5)
+                ]
+                answers = [r.json()["result"]["task"] for r in await asyncio.gather(*sends)]
+                # The stalled stream's own task still runs to the end on the worker.
+                for _ in range(100):
+                    state = await database_sync_to_async(stalled_state)()
+                    if state == "TASK_STATE_COMPLETED":
+                        break
+                    await asyncio.sleep(0.1)
+                return answers, state
+
+    answers, stalled = asyncio.run(scenario())
+    assert [a["status"]["state"] for a in answers] == ["TASK_STATE_COMPLETED"] * 5
+    assert stalled == "TASK_STATE_COMPLETED"
