@@ -21,7 +21,6 @@ from a2a.types import (
     SendMessageRequest,
     SendMessageResponse,
     SubscribeToTaskRequest,
-    TaskState,
 )
 from a2a.types import Task as TaskProto
 from channels.db import database_sync_to_async
@@ -104,8 +103,6 @@ async def v10_get(call: Caller, params: dict[str, Any]) -> Any:
 
 async def v10_list(call: Caller, params: dict[str, Any]) -> Any:
     request = dialects.v10_params(params, ListTasksRequest)
-    if request.status not in TaskState.values():
-        raise InvalidParamsError(f"'status' {request.status} is not a task state.")
     response = MessageToDict(
         await list_tasks(call, request), always_print_fields_with_no_presence=True
     )
@@ -153,8 +150,6 @@ async def v03_send(call: Caller, params: dict[str, Any]) -> Any:
 
 async def v03_get(call: Caller, params: dict[str, Any]) -> Any:
     request = dialects.v03_request(v03.GetTaskRequest, "tasks/get", params)
-    if request.params.history_length is not None and request.params.history_length < 0:
-        raise InvalidParamsError("'historyLength' must be zero or positive.")
     task = await get_task(
         call, dialects.v03_convert("tasks/get", conversions.to_core_get_task_request, request)
     )

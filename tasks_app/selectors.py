@@ -134,6 +134,8 @@ def task_list(
     tasks = task_scope(agent=agent, principal=principal)
     if request.context_id:
         tasks = tasks.filter(context_id=request.context_id)
+    if request.status not in TaskState.values():  # protobuf enums accept any number
+        raise InvalidParamsError(f"'status' {request.status} is not a task state.")
     if request.status != TaskState.TASK_STATE_UNSPECIFIED:
         tasks = tasks.filter(state=TaskState.Name(request.status))
     if request.HasField("status_timestamp_after"):

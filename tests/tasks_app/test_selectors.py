@@ -86,6 +86,7 @@ def test_list_filters_and_validation(make_tenant, make_agent):
         ListTasksRequest(page_size=0),
         ListTasksRequest(page_token="garbage!"),
         ListTasksRequest(history_length=-2),
+        ListTasksRequest(status=999),
     ):
         with pytest.raises(InvalidParamsError):
             task_list(agent=agent, principal=ALICE, request=bad)
