@@ -450,11 +450,18 @@ def task_lease_renew(*, task_id: uuid.UUID) -> bool:
     """Extend the run's lease; returns whether a cancel was requested."""
     now = timezone.now()
     lease = timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
-    # Write only once a third of the lease is used up, not on every poll.
-    Task.objects.filter(
-        pk=task_id, running_since__isnull=False, lease_expires_at__lt=now + lease * 2 / 3
-    ).update(lease_expires_at=now + lease)
-    return bool(Task.objects.filter(pk=task_id).values_list("cancel_requested", flat=True).first())
+    row = (
+        Task.objects.filter(pk=task_id).values_list("cancel_requested", "lease_expires_at").first()
+    )
+    if row is None:
+        return False
+    cancel_requested, expires = row
+    # This runs on every poll: one read, and a write only once a third of the lease is used.
+    if expires is not None and expires < now + lease * 2 / 3:
+        Task.objects.filter(pk=task_id, running_since__isnull=False).update(
+            lease_expires_at=now + lease
+        )
+    return bool(cancel_requested)
 
 
 def task_release(*, task_id: uuid.UUID) -> None:
