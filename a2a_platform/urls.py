@@ -1,15 +1,74 @@
-"""Root URLs: the admin, and every hosted agent under /a2a/<tenant>/<agent>/."""
+"""Root URLs: the admin, and every hosted agent under /a2a/<tenant>/<agent>/.
+
+Under an agent's root: its card, JSON-RPC (POST to the root), the REST v1.0 paths directly
+under it and the REST v0.3 paths under `v1/`.
+"""
 
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
-from django.urls import path
+from django.urls import include, path, register_converter
 
 from agents.views import agent_card
+from tasks_app import rest
+from tasks_app.dialects import V0_3, V1_0
 from tasks_app.jsonrpc import agent_jsonrpc
+
+
+class TaskIdConverter:
+    """A task id as it appears in a REST path: anything up to the next `/` or `:action`."""
+
+    regex = "[^/:]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(TaskIdConverter, "task")
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
+
+
+def rest_paths(dialect: str, name: str) -> list:
+    """One dialect's REST operations, named `<name>-<operation>`."""
+
+    def view(cls: type[rest.A2AView]):  # type: ignore[no-untyped-def]
+        return cls.as_view(dialect=dialect)
+
+    paths = [
+        path("message:send", view(rest.SendMessageView), name=f"{name}-send"),
+        path("message:stream", view(rest.SendStreamingMessageView), name=f"{name}-stream"),
+        path("tasks", view(rest.TaskListView), name=f"{name}-tasks"),
+        path("tasks/<task:task_id>", view(rest.TaskView), name=f"{name}-task"),
+        path("tasks/<task:task_id>:cancel", view(rest.CancelTaskView), name=f"{name}-cancel"),
+        path("tasks/<task:task_id>:subscribe", view(rest.SubscribeView), name=f"{name}-subscribe"),
+        path(
+            "tasks/<task:task_id>/pushNotificationConfigs",
+            view(rest.PushConfigsView),
+            name=f"{name}-push-configs",
+        ),
+        path(
+            "tasks/<task:task_id>/pushNotificationConfigs/<str:config_id>",
+            view(rest.PushConfigView),
+            name=f"{name}-push-config",
+        ),
+        path("extendedAgentCard", view(rest.ExtendedCardView), name=f"{name}-extended-card"),
+    ]
+    if dialect == V0_3:
+        paths += [
+            # v0.3 clients resubscribe here too, and fetch the authenticated card at v1/card.
+            path(
+                "tasks/<task:task_id>:resubscribe",
+                view(rest.SubscribeView),
+                name=f"{name}-resubscribe",
+            ),
+            path("card", view(rest.ExtendedCardView), name=f"{name}-card"),
+        ]
+    return paths
 
 
 agent = "a2a/<slug:tenant_slug>/<slug:agent_slug>/"
@@ -21,4 +80,6 @@ urlpatterns = [
     # The pre-0.3 location of the card, still fetched by older clients.
     path(agent + ".well-known/agent.json", agent_card, name="agent-card-legacy"),
     path(agent, agent_jsonrpc, name="agent-jsonrpc"),
+    path(agent + "v1/", include(rest_paths(V0_3, "rest03"))),
+    path(agent, include(rest_paths(V1_0, "rest10"))),
 ]

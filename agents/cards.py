@@ -40,17 +40,10 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
         description=agent.description,
         version=agent.version,
         supported_interfaces=[
-            # The 1.0 interface comes first: v1.0 clients take the first one they support.
-            AgentInterface(
-                url=url,
-                protocol_binding=TransportProtocol.JSONRPC.value,
-                protocol_version=PROTOCOL_VERSION_1_0,
-            ),
-            AgentInterface(
-                url=url,
-                protocol_binding=TransportProtocol.JSONRPC.value,
-                protocol_version=PROTOCOL_VERSION_0_3,
-            ),
+            # v1.0 first: v1.0 clients take the first interface they support.
+            AgentInterface(url=url, protocol_binding=binding, protocol_version=version)
+            for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)
+            for binding in (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
         ],
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=False, extended_agent_card=True

@@ -33,8 +33,9 @@ def rpc(method: str, params: dict) -> dict:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
 
 
-async def stream(http: httpx.AsyncClient, url: str, task_id: str, opened: asyncio.Event,
-                 counter: list[int]) -> str:
+async def stream(
+    http: httpx.AsyncClient, url: str, task_id: str, opened: asyncio.Event, counter: list[int]
+) -> str:
     async with http.stream("POST", url, json=rpc("SubscribeToTask", {"id": task_id})) as response:
         response.raise_for_status()
         counter[0] += 1
@@ -64,15 +65,25 @@ async def main() -> None:
     headers = {"X-API-Key": args.key, "A2A-Version": "1.0"}
     limits = httpx.Limits(max_connections=args.streams + 20)
     async with httpx.AsyncClient(headers=headers, timeout=120, limits=limits) as http:
-        send = rpc("SendMessage", {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER",
-                                               "parts": [{"text": "busy"}]},
-                                   "configuration": {"returnImmediately": True}})
+        send = rpc(
+            "SendMessage",
+            {
+                "message": {
+                    "messageId": str(uuid.uuid4()),
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "busy"}],
+                },
+                "configuration": {"returnImmediately": True},
+            },
+        )
         task_id = (await http.post(args.url, json=send)).json()["result"]["task"]["id"]
         await asyncio.sleep(1)
         before = rss_kib(args.daphne_pid)
         opened, counter = asyncio.Event(), [0, args.streams]
-        streams = [asyncio.create_task(stream(http, args.url, task_id, opened, counter))
-                   for _ in range(args.streams)]
+        streams = [
+            asyncio.create_task(stream(http, args.url, task_id, opened, counter))
+            for _ in range(args.streams)
+        ]
         await asyncio.wait_for(opened.wait(), 120)
         await asyncio.sleep(2)
         after = rss_kib(args.daphne_pid)
@@ -90,9 +101,11 @@ async def main() -> None:
     print(f"daphne RSS before      {before / 1024:.1f} MiB")
     print(f"daphne RSS with streams {after / 1024:.1f} MiB")
     print(f"memory per stream      {(after - before) / args.streams:.1f} KiB")
-    print(f"requests during        p50 {statistics.median(latencies) * 1000:.0f} ms, "
-          f"p95 {latencies[int(len(latencies) * 0.95) - 1] * 1000:.0f} ms, "
-          f"max {latencies[-1] * 1000:.0f} ms")
+    print(
+        f"requests during        p50 {statistics.median(latencies) * 1000:.0f} ms, "
+        f"p95 {latencies[int(len(latencies) * 0.95) - 1] * 1000:.0f} ms, "
+        f"max {latencies[-1] * 1000:.0f} ms"
+    )
     print(f"streams ended on cancel {closed}/{args.streams}")
 
 

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 from a2a.compat.v0_3 import conversions
 from a2a.compat.v0_3 import types as v03
-from a2a.types import ListTasksRequest
+from a2a.types import ListTasksRequest, ListTasksResponse
 from google.protobuf.descriptor import Descriptor
-from google.protobuf.json_format import ParseDict, ParseError
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel
@@ -59,12 +59,12 @@ def v10_params(params: dict[str, Any], message_type: type[P]) -> P:
     the unknown names are removed first and the parse itself stays strict.
     """
     try:
-        return ParseDict(_known_fields(params, message_type.DESCRIPTOR), message_type())
+        return ParseDict(known_fields(params, message_type.DESCRIPTOR), message_type())
     except (ParseError, ValueError, RecursionError) as exc:
         raise InvalidParamsError(f"Invalid params for {message_type.__name__}: {exc}") from None
 
 
-def _known_fields(value: Any, descriptor: Descriptor) -> Any:
+def known_fields(value: Any, descriptor: Descriptor) -> Any:
     """A copy of a proto-JSON object without the keys its message type does not define."""
     if not isinstance(value, dict) or descriptor.full_name.startswith("google.protobuf."):
         return value  # well-known types (Struct, Timestamp, ...) have their own JSON forms
@@ -77,10 +77,19 @@ def _known_fields(value: Any, descriptor: Descriptor) -> Any:
         if field.message_type is None or field.message_type.GetOptions().map_entry:
             known[key] = item
         elif isinstance(item, list):  # a repeated message field
-            known[key] = [_known_fields(element, field.message_type) for element in item]
+            known[key] = [known_fields(element, field.message_type) for element in item]
         else:
-            known[key] = _known_fields(item, field.message_type)
+            known[key] = known_fields(item, field.message_type)
     return known
+
+
+def v10_list_result(request: ListTasksRequest, response: ListTasksResponse) -> dict[str, Any]:
+    """ListTasks' answer in proto-JSON, every field present; artifacts only when asked for."""
+    result = MessageToDict(response, always_print_fields_with_no_presence=True)
+    if not request.include_artifacts:
+        for task in result["tasks"]:
+            task.pop("artifacts", None)
+    return result
 
 
 def v03_request(model: type[M], method: str, params: dict[str, Any]) -> M:

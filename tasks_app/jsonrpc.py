@@ -6,11 +6,8 @@ Adapters stay thin: parse with the dialect codec, call one service, serialize. T
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +46,6 @@ from .errors import (
 )
 from .operations import (
     Caller,
-    Stream,
     cancel_task,
     get_extended_card,
     get_task,
@@ -59,21 +55,14 @@ from .operations import (
     subscribe_to_task,
 )
 from .selectors import task_artifact_ids
+from .sse import SseStream, sse_response
 from .streams import StreamItem
+from .wire import BadJson, contains_nul, json_loads
 
 logger = logging.getLogger(__name__)
 
 
 Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class SseStream:
-    """A streaming method's answer: the items, and how one becomes a result in the dialect
-    (or a list of results, each sent as a frame of its own)."""
-
-    items: Stream
-    render: Callable[[StreamItem], Any]
 
 
 def _push_unsupported(method: str) -> A2AError:
@@ -103,17 +92,12 @@ async def v10_get(call: Caller, params: dict[str, Any]) -> Any:
 
 async def v10_list(call: Caller, params: dict[str, Any]) -> Any:
     request = dialects.v10_params(params, ListTasksRequest)
-    response = MessageToDict(
-        await list_tasks(call, request), always_print_fields_with_no_presence=True
-    )
-    if not request.include_artifacts:
-        for task in response["tasks"]:
-            task.pop("artifacts", None)
-    return response
+    return dialects.v10_list_result(request, await list_tasks(call, request))
 
 
 async def v10_cancel(call: Caller, params: dict[str, Any]) -> Any:
-    return _dict(await cancel_task(call, dialects.v10_params(params, CancelTaskRequest).id))
+    request = dialects.v10_params(params, CancelTaskRequest)
+    return _dict(await cancel_task(call, request.id, tenant=request.tenant))
 
 
 async def v10_extended_card(call: Caller, params: dict[str, Any]) -> Any:
@@ -127,7 +111,8 @@ async def v10_send_streaming(call: Caller, params: dict[str, Any]) -> SseStream:
 
 async def v10_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     request = dialects.v10_params(params, SubscribeToTaskRequest)
-    return SseStream(await subscribe_to_task(call, request.id, call.last_event_id), _v10_event)
+    stream = await subscribe_to_task(call, request.id, call.last_event_id, tenant=request.tenant)
+    return SseStream(stream, _v10_event)
 
 
 def _v10_event(item: StreamItem) -> Any:
@@ -335,33 +320,6 @@ def _method_not_found(dialect: str, method: str) -> A2AError:
     )
 
 
-def _contains_nul(value: Any) -> bool:
-    """Whether any string in a JSON value holds U+0000, which PostgreSQL cannot store."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {text[:40]} is too large")
-    return value
-
-
 def _valid_id(value: Any) -> bool:
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
@@ -389,7 +347,7 @@ async def _dispatch_one(
             raise _method_not_found(dialect, method)
         if not isinstance(params, dict):
             raise InvalidParamsError("'params' must be an object: A2A methods take named params.")
-        if _contains_nul(params):
+        if contains_nul(params):
             raise InvalidParamsError("Strings in 'params' must not contain U+0000 (NUL).")
         if in_batch and method in STREAMING_METHODS:
             raise InvalidRequestError(f"{method} streams its answer and cannot be batched.")
@@ -426,36 +384,12 @@ class StreamAnswer:
 
 
 def _sse_response(answer: StreamAnswer) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(
-        _sse_frames(answer.request_id, answer.stream), content_type="text/event-stream"
+    request_id = answer.request_id
+    return sse_response(
+        answer.stream,
+        wrap=lambda result: {"jsonrpc": "2.0", "id": request_id, "result": result},
+        error_body=lambda error: _error(request_id, error),
     )
-    response["Cache-Control"] = "no-store"
-    response["X-Accel-Buffering"] = "no"  # tell nginx-style proxies not to buffer the stream
-    return response
-
-
-async def _sse_frames(request_id: Any, stream: SseStream) -> AsyncIterator[bytes]:
-    """SSE frames: each event's `id:` is `<task-id>:<seq>`, its data a JSON-RPC response."""
-    try:
-        async with contextlib.aclosing(stream.items) as items:
-            async for item in items:
-                if item is None:
-                    yield b": keep-alive\n\n"
-                    continue
-                results = stream.render(item)
-                results = results if isinstance(results, list) else [results]
-                for n, result in enumerate(results, start=1):
-                    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
-                    # Several frames for one event: only the last names the event, so a client
-                    # that drops in between resumes before it and misses none of them.
-                    event_id = f"id: {item.event_id}\n" if n == len(results) else ""
-                    yield f"{event_id}data: {body}\n\n".encode()
-    except A2AError as exc:
-        yield f"event: error\ndata: {json.dumps(_error(request_id, exc))}\n\n".encode()
-    except Exception:
-        logger.exception("Stream failed")
-        error = InternalError("The stream failed on the server; it has been logged.")
-        yield f"event: error\ndata: {json.dumps(_error(request_id, error))}\n\n".encode()
 
 
 def _error_info(reason: str) -> dict[str, Any]:
@@ -530,13 +464,9 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
             status=413,
         )
     try:
-        body = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return _jsonrpc_error_response(JSONParseError(f"The body is not valid JSON: {exc}"))
-    except RecursionError:
-        return _jsonrpc_error_response(
-            JSONParseError("The body is not valid JSON: it is nested too deeply for this server.")
-        )
+        body = json_loads(raw)
+    except BadJson as exc:
+        return _jsonrpc_error_response(JSONParseError(str(exc)))
 
     single_id = body.get("id") if isinstance(body, dict) and _valid_id(body.get("id")) else None
     try:

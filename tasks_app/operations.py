@@ -50,6 +50,17 @@ class Caller:
     last_event_id: str | None = None
 
 
+def check_tenant(caller: Caller, tenant: str) -> None:
+    """v1.0 requests may carry `tenant`. An agent's tenant value is `<tenant>/<agent>` (what
+    its URL path holds); a request naming another is refused rather than silently rerouted."""
+    expected = f"{caller.agent.tenant.slug}/{caller.agent.slug}"
+    if tenant and tenant != expected:
+        raise InvalidParamsError(
+            f"'tenant' is {tenant[:100]!r} but this agent's tenant value is {expected!r}; send "
+            "that value or none."
+        )
+
+
 def _deadline(seconds: float) -> float:
     return asyncio.get_running_loop().time() + seconds
 
@@ -72,6 +83,7 @@ async def send_message(
 ) -> TaskProto | MessageProto:
     """Send and, unless `returnImmediately`, wait for the turn to settle. `new_task_id` names
     the task a new conversation creates (v0.1 clients choose their task ids)."""
+    check_tenant(caller, request.tenant)
     outcome = await _send(caller, request, new_task_id)
     if not request.configuration.return_immediately:
         # Follow the log from this message on: a follow-up to an input-required task waits for
@@ -93,6 +105,7 @@ async def send_message_stream(
     A client that reconnects by POSTing the same request again with `Last-Event-ID` resumes
     the stream of the task that id names; the message is not sent twice.
     """
+    check_tenant(caller, request.tenant)
     if caller.last_event_id:
         task_id = caller.last_event_id.strip().rpartition(":")[0]
         return await subscribe_to_task(caller, task_id, caller.last_event_id)
@@ -136,13 +149,14 @@ async def _snapshot_item(
 
 
 async def subscribe_to_task(
-    caller: Caller, task_id: str, last_event_id: str | None = None
+    caller: Caller, task_id: str, last_event_id: str | None = None, *, tenant: str = ""
 ) -> Stream:
     """The task now, then its events; or, after `last_event_id`, exactly the events missed.
 
     A subscription follows the task until it ends (spec 3.1.6), through input-required turns,
     unlike a send stream, which ends with its turn.
     """
+    check_tenant(caller, tenant)
     task = await database_sync_to_async(task_get_row)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
@@ -196,7 +210,8 @@ async def _subscription(task_pk: uuid.UUID) -> Stream:
             yield item
 
 
-async def cancel_task(caller: Caller, task_id: str) -> TaskProto:
+async def cancel_task(caller: Caller, task_id: str, *, tenant: str = "") -> TaskProto:
+    check_tenant(caller, tenant)
     task_pk, running, seq = await database_sync_to_async(task_cancel_request)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
@@ -217,6 +232,7 @@ async def cancel_task(caller: Caller, task_id: str) -> TaskProto:
 
 
 async def get_task(caller: Caller, request: GetTaskRequest) -> TaskProto:
+    check_tenant(caller, request.tenant)
     return await database_sync_to_async(task_get)(
         agent=caller.agent,
         principal=caller.principal,
@@ -226,6 +242,7 @@ async def get_task(caller: Caller, request: GetTaskRequest) -> TaskProto:
 
 
 async def list_tasks(caller: Caller, request: ListTasksRequest) -> ListTasksResponse:
+    check_tenant(caller, request.tenant)
     return await database_sync_to_async(task_list)(
         agent=caller.agent, principal=caller.principal, request=request
     )

@@ -21,8 +21,10 @@ async def sdk_client(
     version: str = PROTOCOL_VERSION_1_0,
     polling: bool = False,
     streaming: bool = False,
+    binding: str = "JSONRPC",
 ) -> AsyncIterator[Client]:
-    """A client built by the SDK's own factory from the agent's served card."""
+    """A client built by the SDK's own factory from the agent's served card, limited to one
+    protocol version and one binding (`JSONRPC` or `HTTP+JSON`)."""
     headers = {"X-API-Key": key} if key else {}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
@@ -30,12 +32,18 @@ async def sdk_client(
         only.CopyFrom(card)
         del only.supported_interfaces[:]
         only.supported_interfaces.extend(
-            i for i in card.supported_interfaces if i.protocol_version == version
+            i
+            for i in card.supported_interfaces
+            if i.protocol_version == version and i.protocol_binding == binding
         )
-        assert only.supported_interfaces, f"the card has no {version} interface"
-        client = ClientFactory(
-            ClientConfig(httpx_client=http, streaming=streaming, polling=polling)
-        ).create(only)
+        assert only.supported_interfaces, f"the card has no {binding} {version} interface"
+        config = ClientConfig(
+            httpx_client=http,
+            streaming=streaming,
+            polling=polling,
+            supported_protocol_bindings=[binding],
+        )
+        client = ClientFactory(config).create(only)
         try:
             yield client
         finally:
@@ -55,6 +63,8 @@ async def send(client: Client, message: Message, **configuration: Any) -> Stream
     return responses[0]
 
 
+JSONRPC = "JSONRPC"
+HTTP_JSON = "HTTP+JSON"
 V1_0 = PROTOCOL_VERSION_1_0
 V0_3 = PROTOCOL_VERSION_0_3
 

@@ -37,9 +37,15 @@ def test_card_advertises_both_versions_with_absolute_urls(http, live_platform, a
         interfaces = card["supportedInterfaces"]
         assert [(i["protocolBinding"], i["protocolVersion"]) for i in interfaces] == [
             ("JSONRPC", "1.0"),
+            ("HTTP+JSON", "1.0"),
             ("JSONRPC", "0.3"),
+            ("HTTP+JSON", "0.3"),
         ]
         assert all(i["url"] == url for i in interfaces)
+        # v0.3 clients find the REST binding among the additional interfaces.
+        assert ("HTTP+JSON", url) in {
+            (i["transport"], i["url"]) for i in card["additionalInterfaces"]
+        }
         assert url.startswith(live_platform.url + "/a2a/")
         # The v0.3 fields, for 0.3 clients.
         assert card["url"] == url

@@ -1,0 +1,550 @@
+"""The HTTP+JSON (REST) binding: v1.0 paths under the agent root, v0.3 paths under `v1/`.
+
+One async DRF view per operation (adrf: under ASGI a sync view would hold the one thread Django
+runs sync views on for as long as a blocking send or a stream lasts). A view parses with its
+dialect's codec, calls the operation every binding calls, and renders with the codec. Errors are
+`google.rpc.Status` bodies (spec 11.6) with the spec's HTTP status; v0.3 bodies also carry the
+`type` and `message` that the v0.3 REST clients read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
+from a2a.compat.v0_3 import proto_utils as proto03
+from a2a.types import AgentCard as AgentCardProto
+from a2a.types import (
+    GetTaskRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    SendMessageRequest,
+    SendMessageResponse,
+)
+from a2a.types import Message as MessageProto
+from a2a.types import Task as TaskProto
+from a2a.utils.error_handlers import build_rest_error_payload
+from adrf.views import APIView
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.http import HttpResponse, StreamingHttpResponse
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from google.protobuf.message import Message as ProtoMessage
+from pydantic import ValidationError as PydanticValidationError
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.auth import authenticate, credentials_from_headers
+from agents.errors import AgentNotFound, AuthenticationRequired
+from agents.selectors import agent_get_active
+
+from . import dialects
+from .dialects import V0_1, V0_3, V1_0, conversions, v03
+from .errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    PushNotificationNotSupportedError,
+    VersionNotSupportedError,
+    http_status,
+)
+from .operations import (
+    Caller,
+    cancel_task,
+    get_extended_card,
+    get_task,
+    list_tasks,
+    send_message,
+    send_message_stream,
+    subscribe_to_task,
+)
+from .sse import SseStream, sse_response
+from .streams import StreamItem
+from .wire import BadJson, contains_nul, json_loads
+
+logger = logging.getLogger(__name__)
+
+P = TypeVar("P", bound=ProtoMessage)
+
+A2A_JSON = "application/a2a+json"
+
+
+# --- content types ------------------------------------------------------------------------
+
+
+class JsonBodyParser(BaseParser):
+    """JSON bodies, read with the limits every binding applies (size, NaN, NUL)."""
+
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if limit is not None and len(raw) > limit:
+            raise BodyTooLarge(f"The request body exceeds {limit} bytes.")
+        try:
+            body = json_loads(raw)
+        except BadJson as exc:
+            raise InvalidRequestError(str(exc)) from None
+        if contains_nul(body):
+            raise InvalidParamsError("Strings in the body must not contain U+0000 (NUL).")
+        return body
+
+
+class A2AJsonBodyParser(JsonBodyParser):
+    media_type = A2A_JSON
+
+
+class A2AJsonRenderer(JSONRenderer):
+    media_type = A2A_JSON
+
+
+class AnswerInKind(BaseContentNegotiation):
+    """`application/a2a+json` when the client asks for it (Accept, or else its own
+    Content-Type), otherwise `application/json`. Never 406: an SSE client's
+    `Accept: text/event-stream` must not stop a stream, and errors are always JSON."""
+
+    def select_parser(self, request: Any, parsers: list[BaseParser]) -> BaseParser | None:
+        content_type = (request.content_type or "").split(";")[0].strip().lower()
+        return next((p for p in parsers if p.media_type == content_type), None)
+
+    def select_renderer(
+        self, request: Any, renderers: list[Any], format_suffix: str | None = None
+    ) -> tuple[Any, str]:
+        accept = request.META.get("HTTP_ACCEPT", "")
+        content_type = request.META.get("CONTENT_TYPE", "")
+        wants_a2a = A2A_JSON in accept or (A2A_JSON in content_type and "json" not in accept)
+        media_type = A2A_JSON if wants_a2a else "application/json"
+        renderer = next(r for r in renderers if r.media_type == media_type)
+        return renderer, media_type
+
+
+class BodyTooLarge(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# --- error bodies -------------------------------------------------------------------------
+
+
+def _status_body(code: int, status: str, message: str, reason: str) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": code,
+            "status": status,
+            "message": message,
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": reason,
+                    "domain": "a2a-protocol.org",
+                }
+            ],
+        }
+    }
+
+
+def error_body(error: A2AError, dialect: str, status: int | None = None) -> dict[str, Any]:
+    body = build_rest_error_payload(error)
+    if status is not None:  # an HTTP-level status the A2A error table does not know (415)
+        body["error"]["code"] = status
+    if dialect == V0_3:
+        # v0.3 REST clients (the SDK's CompatRestTransport) read the error class name.
+        body.update(type=type(error).__name__, message=error.message)
+    return body
+
+
+# --- codecs: one per dialect ------------------------------------------------------------
+
+
+class Codec:
+    """How one dialect's REST bodies and query strings map to the v1.0 protos and back."""
+
+    version: ClassVar[str]
+
+    def send_request(self, body: Any) -> SendMessageRequest:
+        raise NotImplementedError
+
+    def send_result(self, result: TaskProto | MessageProto) -> Any:
+        raise NotImplementedError
+
+    def task(self, task: TaskProto) -> Any:
+        raise NotImplementedError
+
+    def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
+        raise NotImplementedError
+
+    def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
+        raise NotImplementedError
+
+    def event(self, item: StreamItem) -> Any:
+        raise NotImplementedError
+
+    def card(self, card: AgentCardProto) -> Any:
+        raise NotImplementedError
+
+    # The typed query parameters of GET /tasks, as this dialect names them.
+    list_query: ClassVar[dict[str, type]]
+
+
+def _proto_dict(message: ProtoMessage) -> dict[str, Any]:
+    return MessageToDict(message)
+
+
+class V10Codec(Codec):
+    version = V1_0
+    list_query = {
+        "contextId": str,
+        "status": str,
+        "pageSize": int,
+        "pageToken": str,
+        "historyLength": int,
+        "statusTimestampAfter": str,
+        "includeArtifacts": bool,
+    }
+
+    def send_request(self, body: Any) -> SendMessageRequest:
+        return dialects.v10_params(_object(body), SendMessageRequest)
+
+    def send_result(self, result: TaskProto | MessageProto) -> Any:
+        if isinstance(result, TaskProto):
+            return _proto_dict(SendMessageResponse(task=result))
+        return _proto_dict(SendMessageResponse(message=result))
+
+    def task(self, task: TaskProto) -> Any:
+        return _proto_dict(task)
+
+    def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
+        return dialects.v10_params(query, ListTasksRequest)
+
+    def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
+        return dialects.v10_list_result(request, response)
+
+    def event(self, item: StreamItem) -> Any:
+        return _proto_dict(item.response)
+
+    def card(self, card: AgentCardProto) -> Any:
+        return _proto_dict(card)
+
+
+class V03Codec(Codec):
+    """v0.3 REST speaks the JSON form of the v0.3 protos (`a2a.v1` in the SDK's compat
+    package); the SDK converts between them and its v0.3 models, which convert to v1.0."""
+
+    version = V0_3
+    list_query = {
+        "contextId": str,
+        "status": str,
+        "pageSize": int,
+        "pageToken": str,
+        "historyLength": int,
+        "lastUpdatedAfter": int,
+        "includeArtifacts": bool,
+    }
+
+    def send_request(self, body: Any) -> SendMessageRequest:
+        message = _v03_proto(_object(body), pb03.SendMessageRequest)
+
+        def convert(pb: pb03.SendMessageRequest) -> SendMessageRequest:
+            params = proto03.FromProto.message_send_params(pb)
+            request = v03.SendMessageRequest(id=0, params=params)
+            return conversions.to_core_send_message_request(request)
+
+        return _v03_convert("message:send", convert, message)
+
+    def send_result(self, result: TaskProto | MessageProto) -> Any:
+        if isinstance(result, TaskProto):
+            compat: Any = conversions.to_compat_task(result)
+        else:
+            compat = conversions.to_compat_message(result)
+        return _proto_dict(proto03.ToProto.task_or_message(compat))
+
+    def task(self, task: TaskProto) -> Any:
+        return _proto_dict(proto03.ToProto.task(conversions.to_compat_task(task)))
+
+    def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
+        return dialects.v03_convert("tasks", dialects.v03_list_request, query)
+
+    def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
+        # v0.3's proto has no ListTasksResponse: the JSON-RPC result's shape, v0.3 proto tasks.
+        tasks = [self.task(task) for task in response.tasks]
+        if not request.include_artifacts:
+            for task in tasks:
+                task.pop("artifacts", None)
+        return {
+            "tasks": tasks,
+            "totalSize": response.total_size,
+            "pageSize": response.page_size,
+            "nextPageToken": response.next_page_token,
+        }
+
+    def event(self, item: StreamItem) -> Any:
+        event = conversions.to_compat_stream_response(item.response).result
+        if isinstance(event, v03.TaskStatusUpdateEvent):
+            event.final = item.final  # v0.3 marks the last event; input-required ends a stream
+        return _proto_dict(proto03.ToProto.stream_response(event))
+
+    def card(self, card: AgentCardProto) -> Any:
+        return _proto_dict(proto03.ToProto.agent_card(conversions.to_compat_agent_card(card)))
+
+
+CODECS: dict[str, Codec] = {V1_0: V10Codec(), V0_3: V03Codec()}
+
+_WHERE_VERSIONS_LIVE = {
+    V1_0: "REST 1.0 is served directly under the agent's URL.",
+    V0_3: "REST 0.3 is served under the agent's v1/ path.",
+    V0_1: "0.1 has no REST binding; send it to the agent's JSON-RPC endpoint.",
+}
+
+
+def _object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidRequestError("The body must be a JSON object.")
+    return body
+
+
+def _v03_proto(body: dict[str, Any], message_type: type[P]) -> P:
+    try:
+        known = dialects.known_fields(body, message_type.DESCRIPTOR)
+        return ParseDict(known, message_type())
+    except (ParseError, ValueError, RecursionError) as exc:
+        raise InvalidParamsError(f"Invalid body for {message_type.__name__}: {exc}") from None
+
+
+def _v03_convert(what: str, convert: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return dialects.v03_convert(what, convert, value)
+    except PydanticValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise InvalidParamsError(f"Invalid body for {what}: {problems}") from None
+
+
+def _typed_query(request: Request, spec: dict[str, type]) -> dict[str, Any]:
+    """The query parameters this operation knows, typed; a bad value names its parameter."""
+    values: dict[str, Any] = {}
+    for name, kind in spec.items():
+        raw = request.query_params.get(name)
+        if raw is None:
+            continue
+        if kind is int:
+            try:
+                values[name] = int(raw)
+            except ValueError:
+                raise InvalidParamsError(
+                    f"Query parameter {name!r} must be an integer, got {raw[:40]!r}."
+                ) from None
+        elif kind is bool:
+            if raw not in ("true", "false"):
+                raise InvalidParamsError(
+                    f"Query parameter {name!r} must be 'true' or 'false', got {raw[:40]!r}."
+                )
+            values[name] = raw == "true"
+        else:
+            if "\x00" in raw:
+                raise InvalidParamsError(f"Query parameter {name!r} must not contain U+0000.")
+            values[name] = raw
+    return values
+
+
+# --- the views ----------------------------------------------------------------------------
+
+
+class A2AView(APIView):
+    """What every REST operation shares: the agent, the dialect, the caller, the errors."""
+
+    authentication_classes: ClassVar[list[Any]] = []
+    permission_classes: ClassVar[list[Any]] = []
+    throttle_classes: ClassVar[list[Any]] = []
+    parser_classes: ClassVar[list[Any]] = [JsonBodyParser, A2AJsonBodyParser]
+    renderer_classes: ClassVar[list[Any]] = [JSONRenderer, A2AJsonRenderer]
+    content_negotiation_class = AnswerInKind
+    metadata_class = None  # OPTIONS is not an A2A operation
+    # Set per URL (as_view(dialect=...)): the path decides the dialect.
+    dialect: str = V1_0
+
+    @property
+    def allowed_methods(self) -> list[str]:
+        return [m for m in super().allowed_methods if m != "OPTIONS"]
+
+    @property
+    def codec(self) -> Codec:
+        return CODECS[self.dialect]
+
+    async def caller(self, request: Request) -> Caller:
+        self._check_version(request)
+        agent = await database_sync_to_async(agent_get_active)(
+            tenant_slug=self.kwargs["tenant_slug"], agent_slug=self.kwargs["agent_slug"]
+        )
+        principal = await database_sync_to_async(authenticate)(
+            agent=agent,
+            raw_key=credentials_from_headers({k.lower(): v for k, v in request.headers.items()}),
+        )
+        return Caller(
+            agent=agent, principal=principal, last_event_id=request.headers.get("Last-Event-ID")
+        )
+
+    def _check_version(self, request: Request) -> None:
+        """The path names the version; an `A2A-Version` sent with it must agree."""
+        header = request.headers.get("A2A-Version") or request.query_params.get("A2A-Version")
+        if not header:
+            return
+        spoken = dialects.dialect_of(header, None)
+        if spoken != self.dialect:
+            raise VersionNotSupportedError(
+                f"A2A-Version {spoken} does not match this path, which speaks {self.dialect}; "
+                + _WHERE_VERSIONS_LIVE[spoken]
+            )
+
+    def body(self, request: Request) -> Any:
+        """The JSON body, or an empty object when there is none."""
+        if not request.stream:
+            return {}
+        return request.data
+
+    def stream(self, stream: SseStream) -> StreamingHttpResponse:
+        dialect = self.dialect
+        return sse_response(
+            stream, wrap=lambda result: result, error_body=lambda e: error_body(e, dialect)
+        )
+
+    def handle_exception(self, exc: Exception) -> HttpResponse:
+        if isinstance(exc, A2AError):
+            return Response(error_body(exc, self.dialect), status=self._status_of(exc))
+        if isinstance(exc, AuthenticationRequired):
+            response = Response(
+                _status_body(401, "UNAUTHENTICATED", exc.message, exc.reason), status=401
+            )
+            response["WWW-Authenticate"] = 'Bearer realm="a2a", charset="UTF-8"'
+            return response
+        if isinstance(exc, AgentNotFound):
+            return Response(
+                _status_body(404, "NOT_FOUND", exc.message, "AGENT_NOT_FOUND"), status=404
+            )
+        if isinstance(exc, BodyTooLarge):
+            return Response(
+                _status_body(413, "INVALID_ARGUMENT", exc.message, "INVALID_REQUEST"), status=413
+            )
+        if isinstance(exc, drf_exceptions.UnsupportedMediaType):
+            error = ContentTypeNotSupportedError(
+                f"Content-Type {self.request.content_type!r} is not supported; "
+                f"send application/json or {A2A_JSON}."
+            )
+            return Response(error_body(error, self.dialect, 415), status=415)
+        if isinstance(exc, drf_exceptions.MethodNotAllowed):
+            allowed = ", ".join(self.allowed_methods)
+            message = f"{self.request.method} is not allowed here; use {allowed}."
+            response = Response(
+                _status_body(405, "UNIMPLEMENTED", message, "METHOD_NOT_ALLOWED"), status=405
+            )
+            response["Allow"] = allowed
+            return response
+        if isinstance(exc, drf_exceptions.APIException):
+            status = exc.status_code
+            return Response(
+                _status_body(status, "INVALID_ARGUMENT", str(exc.detail), "INVALID_REQUEST"),
+                status=status,
+            )
+        logger.exception("Unhandled error in %s %s", self.request.method, self.request.path)
+        error = InternalError("The server failed to process this request; it has been logged.")
+        return Response(error_body(error, self.dialect), status=500)
+
+    @staticmethod
+    def _status_of(error: A2AError) -> int:
+        return http_status(error)
+
+
+class SendMessageView(A2AView):
+    async def post(self, request: Request, **kwargs: Any) -> Response:
+        call = await self.caller(request)
+        send_request = self.codec.send_request(self.body(request))
+        result = await send_message(call, send_request)
+        return Response(self.codec.send_result(result))
+
+
+class SendStreamingMessageView(A2AView):
+    async def post(self, request: Request, **kwargs: Any) -> HttpResponse:
+        call = await self.caller(request)
+        send_request = self.codec.send_request(self.body(request))
+        stream = await send_message_stream(call, send_request)
+        return self.stream(SseStream(stream, self.codec.event))
+
+
+class TaskView(A2AView):
+    async def get(self, request: Request, task_id: str, **kwargs: Any) -> Response:
+        call = await self.caller(request)
+        query = _typed_query(request, {"historyLength": int, "tenant": str})
+        get_request = GetTaskRequest(id=task_id, tenant=query.get("tenant", ""))
+        if "historyLength" in query:
+            get_request.history_length = query["historyLength"]
+        return Response(self.codec.task(await get_task(call, get_request)))
+
+
+class TaskListView(A2AView):
+    async def get(self, request: Request, **kwargs: Any) -> Response:
+        call = await self.caller(request)
+        list_request = self.codec.list_request(_typed_query(request, self.codec.list_query))
+        list_request.tenant = request.query_params.get("tenant", "")
+        return Response(self.codec.list_result(list_request, await list_tasks(call, list_request)))
+
+
+class CancelTaskView(A2AView):
+    async def post(self, request: Request, task_id: str, **kwargs: Any) -> Response:
+        call = await self.caller(request)
+        body = _object(self.body(request))
+        tenant = body.get("tenant", "")
+        if not isinstance(tenant, str):
+            raise InvalidParamsError("'tenant' must be a string.")
+        if body.get("id") not in (None, "", task_id):
+            raise InvalidParamsError(
+                f"The body names task {str(body['id'])[:100]!r} but the path names {task_id!r}."
+            )
+        return Response(self.codec.task(await cancel_task(call, task_id, tenant=tenant)))
+
+
+class SubscribeView(A2AView):
+    async def get(self, request: Request, task_id: str, **kwargs: Any) -> HttpResponse:
+        call = await self.caller(request)
+        tenant = request.query_params.get("tenant", "")
+        stream = await subscribe_to_task(call, task_id, call.last_event_id, tenant=tenant)
+        return self.stream(SseStream(stream, self.codec.event))
+
+    async def post(self, request: Request, task_id: str, **kwargs: Any) -> HttpResponse:
+        return await self.get(request, task_id, **kwargs)
+
+
+class PushConfigsView(A2AView):
+    """Push notification configs: this agent offers none until push is wired."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]
+
+    async def refuse(self, request: Request, **kwargs: Any) -> Response:
+        await self.caller(request)
+        raise PushNotificationNotSupportedError(
+            "This agent does not offer push notifications "
+            "(its card declares capabilities.pushNotifications=false)."
+        )
+
+    get = post = refuse
+
+
+class PushConfigView(PushConfigsView):
+    http_method_names: ClassVar[list[str]] = ["get", "delete"]
+    delete = PushConfigsView.refuse
+
+
+class ExtendedCardView(A2AView):
+    async def get(self, request: Request, **kwargs: Any) -> Response:
+        call = await self.caller(request)
+        return Response(self.codec.card(await get_extended_card(call)))
