@@ -41,9 +41,13 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
         version=agent.version,
         supported_interfaces=[
             # v1.0 first: v1.0 clients take the first interface they support.
-            AgentInterface(url=url, protocol_binding=binding, protocol_version=version)
+            AgentInterface(url=address, protocol_binding=binding, protocol_version=version)
             for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)
-            for binding in (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
+            for binding, address in (
+                (TransportProtocol.JSONRPC.value, url),
+                # A REST base URL has no trailing slash: clients append "/message:send".
+                (TransportProtocol.HTTP_JSON.value, url.rstrip("/")),
+            )
         ],
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=False, extended_agent_card=True

@@ -114,6 +114,8 @@ class AnswerInKind(BaseContentNegotiation):
 
     def select_parser(self, request: Any, parsers: list[BaseParser]) -> BaseParser | None:
         content_type = (request.content_type or "").split(";")[0].strip().lower()
+        if not content_type:
+            return parsers[0]  # a JSON body sent without a Content-Type is still JSON
         return next((p for p in parsers if p.media_type == content_type), None)
 
     def select_renderer(

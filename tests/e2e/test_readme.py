@@ -24,3 +24,25 @@ def test_readme_sdk_example_works(live_platform, make_tenant, make_agent, make_k
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "TASK_STATE_COMPLETED hello"
+
+
+def _readme_path(route: str) -> str:
+    """A REST route as the README writes it: `tasks/<task:task_id>` -> `tasks/{id}`."""
+    return route.replace("<task:task_id>", "{id}").replace("<str:config_id>", "{configId}")
+
+
+def test_readme_lists_every_rest_path():
+    from a2a_platform.urls import rest_paths
+    from tasks_app.dialects import V0_3, V1_0
+
+    table = README.read_text().split("REST paths, relative to", 1)[1].split("\n\n", 2)[1]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip("|"))]
+        method_and_path = cells[0].strip("`")
+        rows[method_and_path.split()[-1]] = (cells[1] == "✓", cells[2] == "✓")
+    for column, dialect in ((0, V1_0), (1, V0_3)):
+        for pattern in rest_paths(dialect, "readme"):
+            route = _readme_path(str(pattern.pattern))
+            assert route in rows, f"the README's REST table lacks {route}"
+            assert rows[route][column], f"the README does not mark {route} as served in {dialect}"
