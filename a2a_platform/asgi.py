@@ -1,4 +1,9 @@
-"""ASGI entry point: daphne serves HTTP (and, later, SSE) through Channels."""
+"""ASGI entry point: daphne serves HTTP (and SSE) through Channels.
+
+Static files (the admin's, Swagger UI's from drf-spectacular-sidecar) are served by Django's
+ASGI static files handler straight from the installed apps, so the platform needs no CDN, no
+`collectstatic` and no separate file server; a deployment may still put one in front.
+"""
 
 from __future__ import annotations
 
@@ -11,5 +16,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "a2a_platform.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+application = ProtocolTypeRouter({"http": ASGIStaticFilesHandler(django_asgi_app)})

@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "agents",
     "tasks_app",
     "push_app",
@@ -166,6 +167,32 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+
+# --- The REST binding's OpenAPI schema (/api/schema/) and Swagger UI (/api/docs/) ---
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "tasks_app.openapi.A2ARestSchema"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "A2A platform: REST (HTTP+JSON) binding",
+    "DESCRIPTION": (
+        "The A2A HTTP+JSON/REST binding of every hosted agent, at /a2a/{tenant}/{agent}/: "
+        "v1.0 directly under the agent's root, v0.3 under its v1/ path. Bodies are the "
+        "proto-JSON of the A2A protos (v0.3 components are prefixed V03); errors are "
+        "google.rpc.Status bodies. JSON-RPC (POST to the agent's root) and the agent cards "
+        "(.well-known/agent-card.json) are not described here."
+    ),
+    "VERSION": "1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "PREPROCESSING_HOOKS": ["tasks_app.openapi.only_rest_binding"],
+    # Swagger UI from drf-spectacular-sidecar, served by the docs view itself: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {
+        "deepLinking": True,
+        "displayOperationId": True,
+        "persistAuthorization": True,
+        "validatorUrl": None,  # else Swagger UI asks validator.swagger.io
+    },
+}
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"

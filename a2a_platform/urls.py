@@ -7,6 +7,7 @@ under it and the REST v0.3 paths under `v1/`.
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, register_converter
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agents.views import agent_card
 from tasks_app import rest
@@ -76,6 +77,8 @@ agent = "a2a/<slug:tenant_slug>/<slug:agent_slug>/"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path(agent + ".well-known/agent-card.json", agent_card, name="agent-card"),
     # The pre-0.3 location of the card, still fetched by older clients.
     path(agent + ".well-known/agent.json", agent_card, name="agent-card-legacy"),

@@ -107,7 +107,12 @@ async def send_message_stream(
     """
     check_tenant(caller, request.tenant)
     if caller.last_event_id:
-        task_id = caller.last_event_id.strip().rpartition(":")[0]
+        task_id, _, seq = caller.last_event_id.strip().rpartition(":")
+        if not task_id or not seq.isdigit():
+            raise InvalidParamsError(
+                f"Last-Event-ID {caller.last_event_id[:100]!r} is not an event id "
+                "(<task-id>:<seq>); send the `id` of the last event received, or no header."
+            )
         return await subscribe_to_task(caller, task_id, caller.last_event_id)
     outcome = await _send(caller, request, new_task_id)
     return _send_stream(outcome, _history_length(request))

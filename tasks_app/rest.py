@@ -10,6 +10,7 @@ dialect's codec, calls the operation every binding calls, and renders with the c
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -182,6 +183,9 @@ class Codec:
     def task(self, task: TaskProto) -> Any:
         raise NotImplementedError
 
+    def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
+        raise NotImplementedError
+
     def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
         raise NotImplementedError
 
@@ -224,6 +228,12 @@ class V10Codec(Codec):
 
     def task(self, task: TaskProto) -> Any:
         return _proto_dict(task)
+
+    def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
+        request = GetTaskRequest(id=task_id)
+        if history_length is not None:
+            request.history_length = history_length
+        return request
 
     def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
         return dialects.v10_params(query, ListTasksRequest)
@@ -272,6 +282,12 @@ class V03Codec(Codec):
 
     def task(self, task: TaskProto) -> Any:
         return _proto_dict(proto03.ToProto.task(conversions.to_compat_task(task)))
+
+    def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
+        # The SDK's conversion, as JSON-RPC's tasks/get uses: in v0.3 historyLength 0 means
+        # "no limit", not "no history".
+        params = v03.TaskQueryParams(id=task_id, history_length=history_length)
+        return conversions.to_core_get_task_request(v03.GetTaskRequest(id=0, params=params))
 
     def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
         return dialects.v03_convert("tasks", dialects.v03_list_request, query)
@@ -333,6 +349,12 @@ def _v03_convert(what: str, convert: Callable[[Any], Any], value: Any) -> Any:
         raise InvalidParamsError(f"Invalid body for {what}: {problems}") from None
 
 
+_INT32 = (-(2**31), 2**31 - 1)
+# Integer query parameters and the values their proto fields can hold (lastUpdatedAfter: epoch
+# milliseconds up to year 9999, what a protobuf Timestamp holds).
+_INT_RANGE = defaultdict(lambda: _INT32, {"lastUpdatedAfter": (-(2**63), 253402300799999)})
+
+
 def _typed_query(request: Request, spec: dict[str, type]) -> dict[str, Any]:
     """The query parameters this operation knows, typed; a bad value names its parameter."""
     values: dict[str, Any] = {}
@@ -347,6 +369,8 @@ def _typed_query(request: Request, spec: dict[str, type]) -> dict[str, Any]:
                 raise InvalidParamsError(
                     f"Query parameter {name!r} must be an integer, got {raw[:40]!r}."
                 ) from None
+            if not _INT_RANGE[name][0] <= values[name] <= _INT_RANGE[name][1]:
+                raise InvalidParamsError(f"Query parameter {name!r} is out of range: {raw[:40]}.")
         elif kind is bool:
             if raw not in ("true", "false"):
                 raise InvalidParamsError(
@@ -411,8 +435,12 @@ class A2AView(APIView):
 
     def body(self, request: Request) -> Any:
         """The JSON body, or an empty object when there is none."""
-        if not request.stream:
+        if request.stream is None and "Transfer-Encoding" not in request.headers:
             return {}
+        if request.stream is None:
+            # DRF reads a body only when Content-Length says there is one; a chunked body has
+            # none, so hand DRF the request itself to read from.
+            request._stream = request._request
         return request.data
 
     def stream(self, stream: SseStream) -> StreamingHttpResponse:
@@ -487,9 +515,8 @@ class TaskView(A2AView):
     async def get(self, request: Request, task_id: str, **kwargs: Any) -> Response:
         call = await self.caller(request)
         query = _typed_query(request, {"historyLength": int, "tenant": str})
-        get_request = GetTaskRequest(id=task_id, tenant=query.get("tenant", ""))
-        if "historyLength" in query:
-            get_request.history_length = query["historyLength"]
+        get_request = self.codec.get_request(task_id, query.get("historyLength"))
+        get_request.tenant = query.get("tenant", "")
         return Response(self.codec.task(await get_task(call, get_request)))
 
 

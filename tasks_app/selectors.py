@@ -126,7 +126,12 @@ def task_list(
             "reach a task only by its id."
         )
     page_size = request.page_size if request.HasField("page_size") else DEFAULT_LIST_TASKS_PAGE_SIZE
-    validate_page_size(page_size)
+    try:
+        validate_page_size(page_size)
+    except InvalidParamsError as exc:  # the SDK's check, with the parameter named
+        raise InvalidParamsError(
+            f"'pageSize' {page_size} is out of range: {exc.message}."
+        ) from None
     history_length = request.history_length if request.HasField("history_length") else None
     if history_length is not None and history_length < 0:
         raise InvalidParamsError("'historyLength' must be zero or positive.")

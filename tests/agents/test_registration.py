@@ -38,9 +38,12 @@ def test_card_declares_interfaces_security_and_extended_skills(make_tenant, make
     )
     card = agent_card_json(agent)
     url = "https://agents.example.com/a2a/acme/helper/"
-    assert [(i["url"], i["protocolVersion"]) for i in card["supportedInterfaces"]] == [
-        (url, "1.0"),
-        (url, "0.3"),
+    interfaces = card["supportedInterfaces"]
+    assert [(i["url"], i["protocolBinding"], i["protocolVersion"]) for i in interfaces] == [
+        (url, "JSONRPC", "1.0"),
+        (url.rstrip("/"), "HTTP+JSON", "1.0"),
+        (url, "JSONRPC", "0.3"),
+        (url.rstrip("/"), "HTTP+JSON", "0.3"),
     ]
     assert card["url"] == url and card["preferredTransport"] == "JSONRPC"
     assert card["protocolVersion"] == "0.3"

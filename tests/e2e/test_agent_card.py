@@ -62,10 +62,18 @@ def test_card_advertises_both_versions_with_absolute_urls(http, live_platform, a
     assert bodies[0] == bodies[1]
 
 
-def test_card_url_is_the_jsonrpc_endpoint(http, live_platform, agent, make_key):
+def test_card_urls_are_the_endpoints(http, live_platform, agent, make_key):
     card = http.get(live_platform.agent_url(agent) + CARD).json()
     key = make_key(agent.tenant)
     for interface in card["supportedInterfaces"]:
+        version = interface["protocolVersion"]
+        if interface["protocolBinding"] == "HTTP+JSON":
+            # A REST client appends the operation's path to the interface URL.
+            tasks = interface["url"] + ("/v1/tasks" if version == "0.3" else "/tasks")
+            response = http.get(tasks, headers={"A2A-Version": version, "X-API-Key": key})
+            assert response.status_code == 200, response.text
+            assert "tasks" in response.json()
+            continue
         method = "ListTasks" if interface["protocolVersion"] == "1.0" else "tasks/list"
         response = http.post(
             interface["url"],
