@@ -202,21 +202,24 @@ class Codec:
     list_query: ClassVar[dict[str, type]]
 
 
+# GET tasks' query parameters in both dialects; each adds its own timestamp filter.
+_LIST_QUERY: dict[str, type] = {
+    "contextId": str,
+    "status": str,
+    "pageSize": int,
+    "pageToken": str,
+    "historyLength": int,
+    "includeArtifacts": bool,
+}
+
+
 def _proto_dict(message: ProtoMessage) -> dict[str, Any]:
     return MessageToDict(message)
 
 
 class V10Codec(Codec):
     version = V1_0
-    list_query = {
-        "contextId": str,
-        "status": str,
-        "pageSize": int,
-        "pageToken": str,
-        "historyLength": int,
-        "statusTimestampAfter": str,
-        "includeArtifacts": bool,
-    }
+    list_query = _LIST_QUERY | {"statusTimestampAfter": str}  # ISO 8601
 
     def send_request(self, body: Any) -> SendMessageRequest:
         return dialects.v10_params(_object(body), SendMessageRequest)
@@ -253,15 +256,7 @@ class V03Codec(Codec):
     package); the SDK converts between them and its v0.3 models, which convert to v1.0."""
 
     version = V0_3
-    list_query = {
-        "contextId": str,
-        "status": str,
-        "pageSize": int,
-        "pageToken": str,
-        "historyLength": int,
-        "lastUpdatedAfter": int,
-        "includeArtifacts": bool,
-    }
+    list_query = _LIST_QUERY | {"lastUpdatedAfter": int}  # epoch milliseconds
 
     def send_request(self, body: Any) -> SendMessageRequest:
         message = _v03_proto(_object(body), pb03.SendMessageRequest)
@@ -451,7 +446,7 @@ class A2AView(APIView):
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
         if isinstance(exc, A2AError):
-            return Response(error_body(exc, self.dialect), status=self._status_of(exc))
+            return Response(error_body(exc, self.dialect), status=http_status(exc))
         if isinstance(exc, AuthenticationRequired):
             response = Response(
                 _status_body(401, "UNAUTHENTICATED", exc.message, exc.reason), status=401
@@ -489,10 +484,6 @@ class A2AView(APIView):
         logger.exception("Unhandled error in %s %s", self.request.method, self.request.path)
         error = InternalError("The server failed to process this request; it has been logged.")
         return Response(error_body(error, self.dialect), status=500)
-
-    @staticmethod
-    def _status_of(error: A2AError) -> int:
-        return http_status(error)
 
 
 class SendMessageView(A2AView):
