@@ -9,9 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.compat.v0_3 import conversions
+from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.compat.v0_3 import types as v03
-from a2a.types import ListTasksRequest, ListTasksResponse
+from a2a.types import (
+    AgentCard,
+    GetTaskRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    SendMessageRequest,
+)
+from a2a.types import Message as MessageProto
+from a2a.types import Task as TaskProto
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
@@ -168,3 +178,57 @@ def _typed(params: dict[str, Any], name: str, kind: type) -> Any:
 
 def v03_dump(model: BaseModel) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# --- v0.3 protos (REST's JSON bodies and gRPC's messages) <-> v1.0 ------------------------
+# The SDK's proto_utils map the v0.3 protos to its v0.3 models, and its conversions map those
+# to v1.0; these compose the two, so REST v0.3 and gRPC v0.3 convert in one place.
+
+
+def _v03_proto_convert(what: str, convert: Callable[[Any], T], value: Any) -> T:
+    """What the v0.3 models refuse (a missing field, a bad enum) is the client's invalid
+    params, named, not our failure."""
+    try:
+        return v03_convert(what, convert, value)
+    except PydanticValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'request'}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise InvalidParamsError(f"Invalid {what}: {problems}") from None
+
+
+def v03pb_send_request(message: pb03.SendMessageRequest) -> SendMessageRequest:
+    def convert(pb: pb03.SendMessageRequest) -> SendMessageRequest:
+        params = proto03.FromProto.message_send_params(pb)
+        return conversions.to_core_send_message_request(v03.SendMessageRequest(id=0, params=params))
+
+    return _v03_proto_convert("SendMessageRequest", convert, message)
+
+
+def v03pb_get_request(task_id: str, history_length: int | None) -> GetTaskRequest:
+    """In v0.3 historyLength 0 means "no limit", not "no history" (the SDK's conversion)."""
+    params = v03.TaskQueryParams(id=task_id, history_length=history_length)
+    return conversions.to_core_get_task_request(v03.GetTaskRequest(id=0, params=params))
+
+
+def v03pb_send_result(result: TaskProto | MessageProto) -> pb03.SendMessageResponse:
+    if isinstance(result, TaskProto):
+        return proto03.ToProto.task_or_message(conversions.to_compat_task(result))
+    return proto03.ToProto.task_or_message(conversions.to_compat_message(result))
+
+
+def v03pb_task(task: TaskProto) -> pb03.Task:
+    return proto03.ToProto.task(conversions.to_compat_task(task))
+
+
+def v03pb_event(response: Any, *, final: bool) -> pb03.StreamResponse:
+    """One stream event (a v1.0 StreamResponse) as v0.3's; v0.3 marks the last one `final`."""
+    event = conversions.to_compat_stream_response(response).result
+    if isinstance(event, v03.TaskStatusUpdateEvent):
+        event.final = final
+    return proto03.ToProto.stream_response(event)
+
+
+def v03pb_card(card: AgentCard) -> pb03.AgentCard:
+    return proto03.ToProto.agent_card(conversions.to_compat_agent_card(card))

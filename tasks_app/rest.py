@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
-from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.types import AgentCard as AgentCardProto
 from a2a.types import (
     GetTaskRequest,
@@ -33,7 +31,6 @@ from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
-from pydantic import ValidationError as PydanticValidationError
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
@@ -46,7 +43,7 @@ from agents.errors import AgentNotFound, AuthenticationRequired
 from agents.selectors import agent_get_active
 
 from . import dialects
-from .dialects import V0_1, V0_3, V1_0, conversions, v03
+from .dialects import V0_1, V0_3, V1_0
 from .errors import (
     A2AError,
     ContentTypeNotSupportedError,
@@ -259,30 +256,16 @@ class V03Codec(Codec):
     list_query = _LIST_QUERY | {"lastUpdatedAfter": int}  # epoch milliseconds
 
     def send_request(self, body: Any) -> SendMessageRequest:
-        message = _v03_proto(_object(body), pb03.SendMessageRequest)
-
-        def convert(pb: pb03.SendMessageRequest) -> SendMessageRequest:
-            params = proto03.FromProto.message_send_params(pb)
-            request = v03.SendMessageRequest(id=0, params=params)
-            return conversions.to_core_send_message_request(request)
-
-        return _v03_convert("message:send", convert, message)
+        return dialects.v03pb_send_request(_v03_proto(_object(body), pb03.SendMessageRequest))
 
     def send_result(self, result: TaskProto | MessageProto) -> Any:
-        if isinstance(result, TaskProto):
-            compat: Any = conversions.to_compat_task(result)
-        else:
-            compat = conversions.to_compat_message(result)
-        return _proto_dict(proto03.ToProto.task_or_message(compat))
+        return _proto_dict(dialects.v03pb_send_result(result))
 
     def task(self, task: TaskProto) -> Any:
-        return _proto_dict(proto03.ToProto.task(conversions.to_compat_task(task)))
+        return _proto_dict(dialects.v03pb_task(task))
 
     def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
-        # The SDK's conversion, as JSON-RPC's tasks/get uses: in v0.3 historyLength 0 means
-        # "no limit", not "no history".
-        params = v03.TaskQueryParams(id=task_id, history_length=history_length)
-        return conversions.to_core_get_task_request(v03.GetTaskRequest(id=0, params=params))
+        return dialects.v03pb_get_request(task_id, history_length)
 
     def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
         return dialects.v03_convert("tasks", dialects.v03_list_request, query)
@@ -301,13 +284,10 @@ class V03Codec(Codec):
         }
 
     def event(self, item: StreamItem) -> Any:
-        event = conversions.to_compat_stream_response(item.response).result
-        if isinstance(event, v03.TaskStatusUpdateEvent):
-            event.final = item.final  # v0.3 marks the last event; input-required ends a stream
-        return _proto_dict(proto03.ToProto.stream_response(event))
+        return _proto_dict(dialects.v03pb_event(item.response, final=item.final))
 
     def card(self, card: AgentCardProto) -> Any:
-        return _proto_dict(proto03.ToProto.agent_card(conversions.to_compat_agent_card(card)))
+        return _proto_dict(dialects.v03pb_card(card))
 
 
 CODECS: dict[str, Codec] = {V1_0: V10Codec(), V0_3: V03Codec()}
@@ -331,17 +311,6 @@ def _v03_proto(body: dict[str, Any], message_type: type[P]) -> P:
         return ParseDict(known, message_type())
     except (ParseError, ValueError, RecursionError) as exc:
         raise InvalidParamsError(f"Invalid body for {message_type.__name__}: {exc}") from None
-
-
-def _v03_convert(what: str, convert: Callable[[Any], Any], value: Any) -> Any:
-    try:
-        return dialects.v03_convert(what, convert, value)
-    except PydanticValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}"
-            for err in exc.errors()[:5]
-        )
-        raise InvalidParamsError(f"Invalid body for {what}: {problems}") from None
 
 
 _INT32 = (-(2**31), 2**31 - 1)
