@@ -253,6 +253,43 @@ A2A_MAX_BATCH_REQUESTS = _positive_int("A2A_MAX_BATCH_REQUESTS", 50)
 A2A_PYTHON_EXECUTORS = env.list("A2A_PYTHON_EXECUTORS", default=[])
 DATA_UPLOAD_MAX_MEMORY_SIZE = A2A_MAX_REQUEST_BYTES
 
+
+def _host_port(name: str, default: str) -> str:
+    """`host:port` (no scheme), as gRPC addresses are written; IPv6 hosts in brackets."""
+    raw = env.str(name, default=default).strip()
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or "://" in raw or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ImproperlyConfigured(f"{name} must be host:port (no scheme), got {raw!r}.")
+    return raw
+
+
+def _agent_path(name: str) -> str:
+    raw = env.str(name, default="").strip()
+    if raw and (raw.count("/") != 1 or not all(raw.split("/"))):
+        raise ImproperlyConfigured(f"{name} must be <tenant-slug>/<agent-slug>, got {raw!r}.")
+    return raw
+
+
+# --- The gRPC sidecar (manage.py rungrpc) ---
+# Where it listens, and the address the cards advertise (the GRPC interfaces appear in cards
+# only when A2A_GRPC_PUBLIC_ADDRESS is set: a deployment without the sidecar offers none).
+A2A_GRPC_LISTEN = _host_port("A2A_GRPC_LISTEN", "127.0.0.1:50051")
+A2A_GRPC_PUBLIC_ADDRESS = (
+    _host_port("A2A_GRPC_PUBLIC_ADDRESS", "") if env.str("A2A_GRPC_PUBLIC_ADDRESS", "") else ""
+)
+# The agent (`<tenant>/<agent>`) a call that names none goes to, if any.
+A2A_GRPC_DEFAULT_AGENT = _agent_path("A2A_GRPC_DEFAULT_AGENT")
+A2A_GRPC_TLS_CERT_FILE = env.str("A2A_GRPC_TLS_CERT_FILE", default="")
+A2A_GRPC_TLS_KEY_FILE = env.str("A2A_GRPC_TLS_KEY_FILE", default="")
+if bool(A2A_GRPC_TLS_CERT_FILE) != bool(A2A_GRPC_TLS_KEY_FILE):
+    raise ImproperlyConfigured(
+        "Set both A2A_GRPC_TLS_CERT_FILE and A2A_GRPC_TLS_KEY_FILE, or neither."
+    )
+A2A_GRPC_MAX_MESSAGE_BYTES = _positive_int("A2A_GRPC_MAX_MESSAGE_BYTES", A2A_MAX_REQUEST_BYTES)
+A2A_GRPC_MAX_CONCURRENT_STREAMS = _positive_int("A2A_GRPC_MAX_CONCURRENT_STREAMS", 1000)
+# How long SIGTERM waits for in-flight calls and streams before cancelling them.
+A2A_GRPC_GRACE_SECONDS = _positive_float("A2A_GRPC_GRACE_SECONDS", 10.0)
+
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-tasks": {
         "task": "tasks_app.tasks.reap_stuck_tasks_task",

@@ -33,6 +33,11 @@ def agent_base_url(agent: Agent) -> str:
     return f"{settings.A2A_PUBLIC_BASE_URL}/a2a/{agent.tenant.slug}/{agent.slug}/"
 
 
+def grpc_tenant(agent: Agent) -> str:
+    """The agent's `tenant` value on the gRPC sidecar (and the path under /a2a/)."""
+    return f"{agent.tenant.slug}/{agent.slug}"
+
+
 def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
     url = agent_base_url(agent)
     card = AgentCard(
@@ -68,6 +73,18 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
         },
         security_requirements=_security_requirements(agent),
     )
+    if settings.A2A_GRPC_PUBLIC_ADDRESS:
+        # One sidecar port for every agent: v1.0 clients copy `tenant` into each request and
+        # the sidecar routes on it; v0.3 clients name the agent in `a2a-agent` metadata.
+        card.supported_interfaces.extend(
+            AgentInterface(
+                url=settings.A2A_GRPC_PUBLIC_ADDRESS,
+                protocol_binding=TransportProtocol.GRPC.value,
+                protocol_version=version,
+                tenant=grpc_tenant(agent) if version == PROTOCOL_VERSION_1_0 else "",
+            )
+            for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)
+        )
     if agent.documentation_url:
         card.documentation_url = agent.documentation_url
     if agent.icon_url:

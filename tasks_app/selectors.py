@@ -37,6 +37,17 @@ def task_scope(*, agent: Agent, principal: Principal) -> QuerySet[Task]:
     return tasks
 
 
+def task_agent_path(*, task_id: str) -> str | None:
+    """`<tenant>/<agent>` of the task with this id, whoever owns it; for routing a call that
+    names no agent (the gRPC sidecar). Scoping still happens when the call is served."""
+    try:
+        pk = uuid.UUID(task_id)
+    except ValueError:
+        return None
+    row = Task.objects.filter(pk=pk).values_list("agent__tenant__slug", "agent__slug").first()
+    return f"{row[0]}/{row[1]}" if row else None
+
+
 def task_get_row(
     *, agent: Agent, principal: Principal, task_id: str, for_update: bool = False
 ) -> Task:

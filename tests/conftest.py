@@ -50,6 +50,7 @@ class LivePlatform:
     env: dict[str, str]
     log_dir: Path
     worker: subprocess.Popen[bytes]
+    grpc_address: str = ""  # the gRPC sidecar, host:port
 
     def agent_url(self, agent: Agent) -> str:
         return f"{self.url}/a2a/{agent.tenant.slug}/{agent.slug}/"
@@ -102,6 +103,19 @@ def start_web(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[byt
     return proc
 
 
+def start_grpc(address: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A gRPC sidecar (manage.py rungrpc) listening on `address`, once it accepts connections."""
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "rungrpc"],
+        cwd=ROOT,
+        env={**env, "A2A_GRPC_LISTEN": address},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    _wait_for_port(int(address.rpartition(":")[2]), proc, log)
+    return proc
+
+
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -126,12 +140,14 @@ def live_platform(
         )
     if database_url is None:
         pytest.skip("end-to-end tests need PostgreSQL (run them with `make test`)")
-    port = _free_port()
+    port, grpc_port = _free_port(), _free_port()
+    grpc_address = f"127.0.0.1:{grpc_port}"
     log_dir = tmp_path_factory.mktemp("live")
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
         "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "A2A_GRPC_PUBLIC_ADDRESS": grpc_address,
         "A2A_VAR_DIR": str(log_dir / "var"),
         "A2A_BLOCKING_TIMEOUT_SECONDS": "20",
         "A2A_CANCEL_TIMEOUT_SECONDS": "3",
@@ -141,12 +157,20 @@ def live_platform(
         "PYTHONPATH": str(ROOT),
     }
     daphne = start_web(port, env, log_dir / "daphne.log")
-    platform = LivePlatform(url=f"http://127.0.0.1:{port}", env=env, log_dir=log_dir, worker=None)  # type: ignore[arg-type]
+    sidecar = start_grpc(grpc_address, env, log_dir / "grpc.log")
+    platform = LivePlatform(
+        url=f"http://127.0.0.1:{port}",
+        env=env,
+        log_dir=log_dir,
+        worker=None,  # type: ignore[arg-type]
+        grpc_address=grpc_address,
+    )
     platform.worker = platform.start_worker("worker")
     try:
         yield platform
     finally:
         stop_process(platform.worker)
+        stop_process(sidecar)
         stop_process(daphne)
 
 

@@ -40,8 +40,15 @@ def test_card_advertises_both_versions_with_absolute_urls(http, live_platform, a
             ("HTTP+JSON", "1.0"),
             ("JSONRPC", "0.3"),
             ("HTTP+JSON", "0.3"),
+            ("GRPC", "1.0"),
+            ("GRPC", "0.3"),
         ]
-        assert [i["url"] for i in interfaces] == [url, url.rstrip("/")] * 2
+        assert [i["url"] for i in interfaces] == [url, url.rstrip("/")] * 2 + [
+            live_platform.grpc_address
+        ] * 2
+        # v1.0 gRPC clients copy the tenant into every request; the sidecar routes on it.
+        assert interfaces[4]["tenant"] == f"{agent.tenant.slug}/{agent.slug}"
+        assert "tenant" not in interfaces[5]
         # v0.3 clients find the REST binding among the additional interfaces.
         assert ("HTTP+JSON", url.rstrip("/")) in {
             (i["transport"], i["url"]) for i in card["additionalInterfaces"]
@@ -67,6 +74,8 @@ def test_card_urls_are_the_endpoints(http, live_platform, agent, make_key):
     key = make_key(agent.tenant)
     for interface in card["supportedInterfaces"]:
         version = interface["protocolVersion"]
+        if interface["protocolBinding"] == "GRPC":
+            continue  # the sidecar's address: tests/e2e/test_grpc.py calls it
         if interface["protocolBinding"] == "HTTP+JSON":
             # A REST client appends the operation's path to the interface URL.
             tasks = interface["url"] + ("/v1/tasks" if version == "0.3" else "/tasks")

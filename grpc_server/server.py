@@ -1,0 +1,85 @@
+"""The gRPC sidecar's server: both A2A services, health and reflection, TLS, graceful stop.
+
+An asyncio server (grpc.aio): the A2A operations are coroutines already, a stream waiting on
+its task costs a coroutine rather than a thread, and the database work goes through the same
+`database_sync_to_async` as daphne's. docs/decisions.md has the measurement behind the choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+import grpc
+import grpc.aio
+from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc as pb03_grpc
+from a2a.types import a2a_pb2_grpc as pb10_grpc
+from django.conf import settings
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from .servicers import V03_SERVICE, V10_SERVICE, A2AServiceV03, A2AServiceV10
+
+logger = logging.getLogger(__name__)
+
+SERVICES = (V10_SERVICE, V03_SERVICE)
+
+
+def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+    limit = settings.A2A_GRPC_MAX_MESSAGE_BYTES
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.max_concurrent_streams", settings.A2A_GRPC_MAX_CONCURRENT_STREAMS),
+            # Idle streams (a subscription to a quiet task) stay open: keep the connection
+            # alive through proxies, and let clients ping.
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+        ]
+    )
+    pb10_grpc.add_A2AServiceServicer_to_server(A2AServiceV10(), server)
+    pb03_grpc.add_A2AServiceServicer_to_server(A2AServiceV03(), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    address = settings.A2A_GRPC_LISTEN
+    if settings.A2A_GRPC_TLS_CERT_FILE:
+        credentials = grpc.ssl_server_credentials(
+            [
+                (
+                    Path(settings.A2A_GRPC_TLS_KEY_FILE).read_bytes(),
+                    Path(settings.A2A_GRPC_TLS_CERT_FILE).read_bytes(),
+                )
+            ]
+        )
+        server.add_secure_port(address, credentials)
+    else:
+        server.add_insecure_port(address)
+    return server, health_servicer
+
+
+async def serve() -> None:
+    """Serve until SIGTERM or SIGINT, then drain in-flight calls within the grace period."""
+    server, health_servicer = build_server()
+    await server.start()
+    for name in ("", *SERVICES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    tls = "TLS" if settings.A2A_GRPC_TLS_CERT_FILE else "plaintext"
+    logger.warning("gRPC sidecar listening on %s (%s)", settings.A2A_GRPC_LISTEN, tls)
+    print(f"gRPC sidecar listening on {settings.A2A_GRPC_LISTEN} ({tls})", flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    grace = settings.A2A_GRPC_GRACE_SECONDS
+    print(f"gRPC sidecar stopping: draining calls for up to {grace:g} s", flush=True)
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(grace)
