@@ -13,11 +13,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_readme_sdk_example_works(live_platform, make_tenant, make_agent, make_key):
+@pytest.mark.parametrize("example", [0, 1], ids=["jsonrpc", "grpc"])
+def test_readme_sdk_examples_work(live_platform, make_tenant, make_agent, make_key, example):
     tenant = make_tenant("demo")
     make_agent(tenant, "echo")
     key = make_key(tenant)
-    code = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
+    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[example]
     code = code.replace("http://127.0.0.1:8000", live_platform.url).replace('"a2a_..."', repr(key))
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
