@@ -169,7 +169,14 @@ USE_I18N = True
 USE_TZ = True
 
 # --- The REST binding's OpenAPI schema (/api/schema/) and Swagger UI (/api/docs/) ---
-REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "tasks_app.openapi.A2ARestSchema"}
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "tasks_app.openapi.A2ARestSchema",
+    # The A2A views authenticate with API keys themselves; the schema and docs pages are
+    # public. DRF's defaults (session and Basic auth) would only add a password-guessing door.
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "UNAUTHENTICATED_USER": None,
+}
 SPECTACULAR_SETTINGS = {
     "TITLE": "A2A platform: REST (HTTP+JSON) binding",
     "DESCRIPTION": (

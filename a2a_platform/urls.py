@@ -85,4 +85,6 @@ urlpatterns = [
     path(agent, agent_jsonrpc, name="agent-jsonrpc"),
     path(agent + "v1/", include(rest_paths(V0_3, "rest03"))),
     path(agent, include(rest_paths(V1_0, "rest10"))),
+    path(agent + "v1/<path:rest>", rest.UnknownPathView.as_view(dialect=V0_3)),
+    path(agent + "<path:rest>", rest.UnknownPathView.as_view(dialect=V1_0)),
 ]

@@ -123,7 +123,9 @@ def v03_convert(method: str, convert: Callable[[Any], T], value: Any) -> T:
         raise InvalidParamsError(f"Invalid params for {method}: {exc}") from None
 
 
-_V03_STATES = {state.value: state for state in v03.TaskState}
+# The states a v0.3 list can filter on: `unknown` converts to v1.0's UNSPECIFIED, which means
+# "no filter", so it would silently list every task.
+_V03_STATES = {state.value: state for state in v03.TaskState if state != v03.TaskState.unknown}
 
 
 def v03_list_request(params: dict[str, Any]) -> ListTasksRequest:

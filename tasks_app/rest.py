@@ -1,7 +1,7 @@
 """The HTTP+JSON (REST) binding: v1.0 paths under the agent root, v0.3 paths under `v1/`.
 
-One async DRF view per operation (adrf: under ASGI a sync view would hold the one thread Django
-runs sync views on for as long as a blocking send or a stream lasts). A view parses with its
+One async DRF view per operation (adrf: a sync view would hold a blocked thread for as long as
+a blocking send lasts, and could not notice a client leaving a stream). A view parses with its
 dialect's codec, calls the operation every binding calls, and renders with the codec. Errors are
 `google.rpc.Status` bodies (spec 11.6) with the spec's HTTP status; v0.3 bodies also carry the
 `type` and `message` that the v0.3 REST clients read.
@@ -28,6 +28,7 @@ from a2a.utils.error_handlers import build_rest_error_payload
 from adrf.views import APIView
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
 from django.http import HttpResponse, StreamingHttpResponse
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
@@ -50,6 +51,7 @@ from .errors import (
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
+    MethodNotFoundError,
     PushNotificationNotSupportedError,
     VersionNotSupportedError,
     http_status,
@@ -86,7 +88,7 @@ class JsonBodyParser(BaseParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         raw = stream.read(limit + 1) if stream is not None else b""
-        if limit is not None and len(raw) > limit:
+        if len(raw) > limit:
             raise BodyTooLarge(f"The request body exceeds {limit} bytes.")
         try:
             body = json_loads(raw)
@@ -136,8 +138,10 @@ class BodyTooLarge(Exception):
 # --- error bodies -------------------------------------------------------------------------
 
 
-def _status_body(code: int, status: str, message: str, reason: str) -> dict[str, Any]:
-    return {
+def _status_body(code: int, status: str, message: str, reason: str, dialect: str) -> dict[str, Any]:
+    """An error the A2A table does not cover (no key, no agent, wrong method, too large), in
+    the same google.rpc.Status shape as the A2A errors."""
+    body: dict[str, Any] = {
         "error": {
             "code": code,
             "status": status,
@@ -147,10 +151,14 @@ def _status_body(code: int, status: str, message: str, reason: str) -> dict[str,
                     "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                     "reason": reason,
                     "domain": "a2a-protocol.org",
+                    "metadata": {},
                 }
             ],
         }
     }
+    if dialect == V0_3:
+        body.update(type=reason.title().replace("_", ""), message=message)
+    return body
 
 
 def error_body(error: A2AError, dialect: str, status: int | None = None) -> dict[str, Any]:
@@ -316,7 +324,7 @@ def _v03_proto(body: dict[str, Any], message_type: type[P]) -> P:
 _INT32 = (-(2**31), 2**31 - 1)
 # Integer query parameters and the values their proto fields can hold (lastUpdatedAfter: epoch
 # milliseconds up to year 9999, what a protobuf Timestamp holds).
-_INT_RANGE = defaultdict(lambda: _INT32, {"lastUpdatedAfter": (-(2**63), 253402300799999)})
+_INT_RANGE = defaultdict(lambda: _INT32, {"lastUpdatedAfter": (0, 253402300799999)})
 
 
 def _typed_query(request: Request, spec: dict[str, type]) -> dict[str, Any]:
@@ -416,43 +424,36 @@ class A2AView(APIView):
     def handle_exception(self, exc: Exception) -> HttpResponse:
         if isinstance(exc, A2AError):
             return Response(error_body(exc, self.dialect), status=http_status(exc))
-        if isinstance(exc, AuthenticationRequired):
-            response = Response(
-                _status_body(401, "UNAUTHENTICATED", exc.message, exc.reason), status=401
-            )
-            response["WWW-Authenticate"] = 'Bearer realm="a2a", charset="UTF-8"'
-            return response
-        if isinstance(exc, AgentNotFound):
-            return Response(
-                _status_body(404, "NOT_FOUND", exc.message, "AGENT_NOT_FOUND"), status=404
-            )
-        if isinstance(exc, BodyTooLarge):
-            return Response(
-                _status_body(413, "INVALID_ARGUMENT", exc.message, "INVALID_REQUEST"), status=413
-            )
         if isinstance(exc, drf_exceptions.UnsupportedMediaType):
             error = ContentTypeNotSupportedError(
                 f"Content-Type {self.request.content_type!r} is not supported; "
                 f"send application/json or {A2A_JSON}."
             )
             return Response(error_body(error, self.dialect, 415), status=415)
-        if isinstance(exc, drf_exceptions.MethodNotAllowed):
-            allowed = ", ".join(self.allowed_methods)
-            message = f"{self.request.method} is not allowed here; use {allowed}."
-            response = Response(
-                _status_body(405, "UNIMPLEMENTED", message, "METHOD_NOT_ALLOWED"), status=405
-            )
-            response["Allow"] = allowed
-            return response
-        if isinstance(exc, drf_exceptions.APIException):
-            status = exc.status_code
-            return Response(
-                _status_body(status, "INVALID_ARGUMENT", str(exc.detail), "INVALID_REQUEST"),
-                status=status,
-            )
-        logger.exception("Unhandled error in %s %s", self.request.method, self.request.path)
-        error = InternalError("The server failed to process this request; it has been logged.")
-        return Response(error_body(error, self.dialect), status=500)
+        headers: dict[str, str] = {}
+        if isinstance(exc, AuthenticationRequired):
+            code, status, reason = 401, "UNAUTHENTICATED", exc.reason
+            headers["WWW-Authenticate"] = 'Bearer realm="a2a", charset="UTF-8"'
+            message = exc.message
+        elif isinstance(exc, AgentNotFound):
+            code, status, reason, message = 404, "NOT_FOUND", "AGENT_NOT_FOUND", exc.message
+        elif isinstance(exc, BodyTooLarge):
+            code, status, reason, message = 413, "INVALID_ARGUMENT", "INVALID_REQUEST", exc.message
+        elif isinstance(exc, drf_exceptions.MethodNotAllowed):
+            headers["Allow"] = ", ".join(self.allowed_methods)
+            message = f"{self.request.method} is not allowed here; use {headers['Allow']}."
+            code, status, reason = 405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED"
+        elif isinstance(exc, drf_exceptions.APIException | SuspiciousOperation):
+            # e.g. more query parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS
+            code, status, reason = 400, "INVALID_ARGUMENT", "INVALID_REQUEST"
+            message = str(getattr(exc, "detail", exc)) or "The request is malformed."
+        else:
+            logger.exception("Unhandled error in %s %s", self.request.method, self.request.path)
+            error = InternalError("The server failed to process this request; it has been logged.")
+            return Response(error_body(error, self.dialect), status=500)
+        return Response(
+            _status_body(code, status, message, reason, self.dialect), status=code, headers=headers
+        )
 
 
 class SendMessageView(A2AView):
@@ -484,7 +485,7 @@ class TaskListView(A2AView):
     async def get(self, request: Request, **kwargs: Any) -> Response:
         call = await self.caller(request)
         list_request = self.codec.list_request(_typed_query(request, self.codec.list_query))
-        list_request.tenant = request.query_params.get("tenant", "")
+        list_request.tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
         return Response(self.codec.list_result(list_request, await list_tasks(call, list_request)))
 
 
@@ -503,9 +504,12 @@ class CancelTaskView(A2AView):
 
 
 class SubscribeView(A2AView):
+    # Not HEAD: Django would answer it with GET, opening a real subscription.
+    http_method_names: ClassVar[list[str]] = ["get", "post"]
+
     async def get(self, request: Request, task_id: str, **kwargs: Any) -> HttpResponse:
         call = await self.caller(request)
-        tenant = request.query_params.get("tenant", "")
+        tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
         stream = await subscribe_to_task(call, task_id, call.last_event_id, tenant=tenant)
         return self.stream(SseStream(stream, self.codec.event))
 
@@ -537,3 +541,17 @@ class ExtendedCardView(A2AView):
     async def get(self, request: Request, **kwargs: Any) -> Response:
         call = await self.caller(request)
         return Response(self.codec.card(await get_extended_card(call)))
+
+
+class UnknownPathView(A2AView):
+    """Any other path under an agent's REST roots: a Status body, not Django's HTML page."""
+
+    schema = None  # not an operation: kept out of the OpenAPI description
+
+    async def not_found(self, request: Request, **kwargs: Any) -> Response:
+        raise MethodNotFoundError(
+            f"{request.method} {request.path} is not an A2A REST operation of this agent; see "
+            "/api/docs/ for the paths (v1.0 under the agent's URL, v0.3 under its v1/)."
+        )
+
+    get = post = put = patch = delete = not_found

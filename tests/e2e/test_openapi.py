@@ -51,6 +51,8 @@ def rest_routes() -> dict[tuple[str, str], str]:
                 view_class = getattr(pattern.callback, "cls", None)
                 if not (isinstance(view_class, type) and issubclass(view_class, A2AView)):
                     continue
+                if view_class.schema is None:  # not an operation (the unknown-path answer)
+                    continue
                 dialect = pattern.callback.initkwargs["dialect"]
                 path = "/" + ROUTE_PARAM.sub(r"{\1}", route)
                 for method in view_class.http_method_names:

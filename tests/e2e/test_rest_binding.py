@@ -7,6 +7,8 @@ bad-query test reports a 5xx along with its other findings)."""
 
 from __future__ import annotations
 
+import base64
+import http.client as http_client
 import json
 import re
 import uuid
@@ -38,6 +40,7 @@ A2A_ERRORS = {
     "VERSION_NOT_SUPPORTED": ("FAILED_PRECONDITION", "VersionNotSupportedError"),
     "INVALID_PARAMS": ("INVALID_ARGUMENT", "InvalidParamsError"),
     "INVALID_REQUEST": ("INVALID_ARGUMENT", "InvalidRequestError"),
+    "METHOD_NOT_FOUND": ("NOT_FOUND", "MethodNotFoundError"),
 }
 
 
@@ -1133,3 +1136,67 @@ def test_message_stream_with_a_malformed_last_event_id_is_400_naming_it(http, ec
         )
         a2a_error(response, d, 400, "INVALID_PARAMS", "Last-Event-ID")
     assert ok(req(http, "GET", echo.url(d, "tasks"), key=echo.key))["totalSize"] == 0
+
+
+# --- edges found in review ----------------------------------------------------------------
+
+
+@BOTH
+def test_too_many_query_parameters_is_400_not_500(http, echo, d):
+    params = {f"x{n}": "1" for n in range(1100)}  # over DATA_UPLOAD_MAX_NUMBER_FIELDS (1000)
+    body = status_body(req(http, "GET", echo.url(d, "tasks"), key=echo.key, params=params), 400)
+    assert body["error"]["details"][0]["reason"] == "INVALID_REQUEST", body
+
+
+@BOTH
+def test_unknown_paths_under_an_agent_are_status_404s(http, echo, d):
+    for method, path in (
+        ("GET", "tasks/"),
+        ("GET", "tasks/x:bogus"),
+        ("POST", "message:sen"),
+        ("DELETE", "nothing/here"),
+    ):
+        response = req(http, method, echo.url(d, path), key=echo.key)
+        error = a2a_error(response, d, 404, "METHOD_NOT_FOUND", path)
+        assert "/api/docs/" in error["message"]
+
+
+@BOTH
+def test_head_does_not_open_a_subscription(http, target, d):
+    t = target("slowhead", config={"delay_seconds": 1.0})
+    task = send(http, t, d, "slow", configuration=d.no_wait())
+    response = req(http, "HEAD", t.url(d, f"tasks/{task['id']}:subscribe"), key=t.key)
+    assert response.status_code == 405
+    assert "HEAD" not in response.headers["Allow"]
+
+
+def test_v03_list_cannot_filter_on_unknown(http, echo):
+    response = req(http, "GET", echo.url(V03, "tasks"), key=echo.key, params={"status": "unknown"})
+    a2a_error(response, V03, 400, "INVALID_PARAMS", "status")
+
+
+def test_v03_transport_errors_carry_type_and_message(http, echo):
+    response = req(http, "GET", echo.url(V03, "tasks"))  # no key
+    body = status_body(response, 401)
+    assert body["type"] == "Unauthenticated" and body["message"] == body["error"]["message"]
+    response = req(http, "DELETE", echo.url(V03, "message:send"), key=echo.key)
+    body = status_body(response, 405)
+    assert body["type"] == "MethodNotAllowed" and body["message"] == body["error"]["message"]
+
+
+def test_schema_pages_take_no_passwords(http, live_platform):
+    # DRF's default Basic authentication would check (and hash) these; the pages are public.
+    bogus = {"Authorization": "Basic " + base64.b64encode(b"admin:guess").decode()}
+    response = http.get(f"{live_platform.url}/api/schema/", headers=bogus)
+    assert response.status_code == 200
+
+
+def test_static_paths_cannot_leave_the_static_folders(live_platform):
+    host, port = live_platform.url.removeprefix("http://").split(":")
+    for path in ("/static/../../a2a_platform/settings.py", "/static/%2e%2e/%2e%2e/manage.py"):
+        connection = http_client.HTTPConnection(host, int(port), timeout=10)
+        connection.request("GET", path)  # sent as is: httpx would normalise the dots away
+        response = connection.getresponse()
+        assert response.status == 404, (path, response.status)
+        assert b"DJANGO_SETTINGS_MODULE" not in response.read()
+        connection.close()
