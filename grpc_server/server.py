@@ -2,13 +2,12 @@
 
 An asyncio server (grpc.aio): the A2A operations are coroutines already, a stream waiting on
 its task costs a coroutine rather than a thread, and the database work goes through the same
-`database_sync_to_async` as daphne's. docs/decisions.md has the measurement behind the choice.
+`database_sync_to_async` as daphne's. docs/benchmarks.md has the measurement behind the choice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 from pathlib import Path
 
@@ -21,8 +20,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from .servicers import V03_SERVICE, V10_SERVICE, A2AServiceV03, A2AServiceV10
-
-logger = logging.getLogger(__name__)
 
 SERVICES = (V10_SERVICE, V03_SERVICE)
 
@@ -71,7 +68,6 @@ async def serve() -> None:
     for name in ("", *SERVICES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     tls = "TLS" if settings.A2A_GRPC_TLS_CERT_FILE else "plaintext"
-    logger.warning("gRPC sidecar listening on %s (%s)", settings.A2A_GRPC_LISTEN, tls)
     print(f"gRPC sidecar listening on {settings.A2A_GRPC_LISTEN} ({tls})", flush=True)
 
     stop = asyncio.Event()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: the whole platform on the embedded profile: daphne, a Celery worker and beat.
+# `make run`: the whole platform on the embedded profile: daphne, a Celery worker and beat, and
+# the gRPC sidecar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export A2A_VAR_DIR="${A2A_VAR_DIR:-$PWD/var}"
@@ -10,17 +11,25 @@ if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ -z "${DJANGO_SECRET_KEY_FILE:-}" ]; then
   export DJANGO_SECRET_KEY_FILE="$A2A_VAR_DIR/secret_key"
 fi
 PORT="${PORT:-8000}"
+GRPC_PORT="${GRPC_PORT:-50051}"
 export A2A_PUBLIC_BASE_URL="${A2A_PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
+# The sidecar's listening address, and the one the agent cards advertise (both settings are
+# host:port, no scheme). Calls that name no agent go to the public conformance agent.
+export A2A_GRPC_LISTEN="${A2A_GRPC_LISTEN:-127.0.0.1:$GRPC_PORT}"
+export A2A_GRPC_PUBLIC_ADDRESS="${A2A_GRPC_PUBLIC_ADDRESS:-127.0.0.1:$GRPC_PORT}"
+export A2A_GRPC_DEFAULT_AGENT="${A2A_GRPC_DEFAULT_AGENT-demo/conformance}"
 PY=.venv/bin/python
 
 $PY manage.py migrate --noinput >/dev/null
 $PY manage.py seed_demo
+echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_GRPC_DEFAULT_AGENT:-none}): $A2A_GRPC_PUBLIC_ADDRESS"
 echo "admin: $A2A_PUBLIC_BASE_URL/admin/ (create a login with: $PY manage.py createsuperuser)"
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 .venv/bin/daphne -b 127.0.0.1 -p "$PORT" a2a_platform.asgi:application & pids+=($!)
+$PY manage.py rungrpc & pids+=($!)
 .venv/bin/celery -A a2a_platform worker --loglevel=INFO --concurrency=2 & pids+=($!)
 .venv/bin/celery -A a2a_platform beat --loglevel=INFO \
   --schedule "$A2A_VAR_DIR/celerybeat-schedule" & pids+=($!)

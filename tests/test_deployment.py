@@ -20,14 +20,15 @@ def compose() -> dict:
 
 def test_compose_runs_the_production_profile():
     services = compose()["services"]
-    assert {"postgres", "redis", "migrate", "web", "worker", "beat"} <= set(services)
+    assert {"postgres", "redis", "migrate", "web", "worker", "beat", "grpc"} <= set(services)
     assert services["postgres"]["image"].startswith("postgres:15")
     assert " ".join(services["web"]["command"]).startswith("daphne")
     assert "a2a_platform.asgi:application" in services["web"]["command"]
     assert services["worker"]["command"][:4] == ["celery", "-A", "a2a_platform", "worker"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "a2a_platform", "beat"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
-    for name in ("web", "worker", "beat"):
+    assert services["grpc"]["command"] == ["python", "manage.py", "rungrpc"]
+    for name in ("web", "worker", "beat", "grpc"):
         assert services[name]["depends_on"]["migrate"]["condition"] == (
             "service_completed_successfully"
         )
@@ -38,10 +39,11 @@ def test_compose_entry_points_exist():
     assert hasattr(importlib.import_module(module), attribute)
     assert importlib.import_module("a2a_platform.celery").app.main == "a2a_platform"
     assert "migrate" in get_commands()
+    assert get_commands()["rungrpc"] == "grpc_server"
 
 
 def test_compose_settings_are_ones_the_platform_reads_and_secrets_are_not_inline():
-    for name in ("web", "worker", "beat", "migrate"):
+    for name in ("web", "worker", "beat", "migrate", "grpc"):
         environment = compose()["services"][name]["environment"]
         for key, value in environment.items():
             assert re.search(rf'"{key}"', SETTINGS_SOURCE), f"{key} is not read by settings.py"
@@ -55,3 +57,29 @@ def test_dockerfile_copies_every_package():
     dockerfile = (ROOT / "Dockerfile").read_text()
     for package in ("a2a_platform", "agents", "tasks_app", "push_app", "grpc_server", "templates"):
         assert f"COPY {package} " in dockerfile
+
+
+def _default(value: str) -> str:
+    """The value compose uses when the variable is unset: `${NAME:-default}` -> `default`."""
+    found = re.fullmatch(r"\$\{\w+:-([^}]*)\}", value)
+    return found.group(1) if found else value
+
+
+def test_compose_grpc_sidecar_listens_where_the_cards_say():
+    services = compose()["services"]
+    grpc_env = services["grpc"]["environment"]
+    listen_host, _, listen_port = grpc_env["A2A_GRPC_LISTEN"].rpartition(":")
+    assert listen_host == "0.0.0.0", "inside its container the sidecar must listen on every address"
+    published = {p.rpartition(":")[2]: p.split(":")[-2] for p in services["grpc"]["ports"]}
+    assert listen_port in published, "the sidecar's port is not published"
+    # web renders the cards; the sidecar answers GetExtendedAgentCard: both advertise one address.
+    for name in ("web", "grpc"):
+        public = services[name]["environment"]["A2A_GRPC_PUBLIC_ADDRESS"]
+        host, _, port = _default(public).rpartition(":")
+        assert host and port == published[listen_port], (
+            f"{name}: {public} is not the published port"
+        )
+    # Like web, the sidecar has a healthcheck: a gRPC health Check on its own port.
+    assert "healthcheck" in services["web"]
+    health = " ".join(services["grpc"]["healthcheck"]["test"])
+    assert "grpc_health" in health and f"127.0.0.1:{listen_port}" in health

@@ -1,63 +1,118 @@
-"""The embedded profile that `make run` starts (SQLite in WAL mode, the filesystem broker, no
-Redis) under concurrent load: every task completes, blocking, streaming and canceled alike."""
+"""The embedded profile as `make run` starts it (scripts/run.sh: SQLite in WAL mode, the
+filesystem broker, no Redis; daphne, a worker, beat and the gRPC sidecar) under concurrent load:
+every task completes, blocking, streaming and canceled alike; the sidecar answers on the address
+run.sh prints, and SIGTERM stops every process."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import signal
 import subprocess
-import sys
+import time
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
 
+import grpc
 import httpx
 import pytest
+from a2a.types import a2a_pb2 as pb10
+from a2a.types import a2a_pb2_grpc as pb10_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ..conftest import ROOT, VENV_BIN, _free_port, start_web, stop_process
+from ..conftest import ROOT, _free_port, _wait_for_port
 
 pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Embedded:
+    base: str  # http://127.0.0.1:<port>/a2a/demo/
+    key: str
+    grpc_address: str  # as run.sh prints it
+    log: Path
+
+
+def _printed(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> str:
+    """The first group of `pattern` in run.sh's output, once it appears."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := re.search(pattern, log.read_text(errors="replace"), re.M):
+            return found.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise RuntimeError(f"run.sh did not print {pattern!r}:\n{log.read_text()[-4000:]}")
+
+
+def _group_members(pgid: int) -> list[str]:
+    """Live (not zombie) processes of a process group: '<pid> <command>'."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            fields = text.rpartition(")")[2].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                members.append(f"{stat.parent.name} {cmdline.decode(errors='replace')[:100]}")
+        except (OSError, ValueError, IndexError):
+            continue  # exited while we looked
+    return members
 
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
     var = tmp_path_factory.mktemp("embedded")
-    port = _free_port()
+    port, grpc_port = _free_port(), _free_port()
+    # What run.sh derives itself (the public URL and gRPC addresses) is left to it.
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")
+        if key not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "A2A_PUBLIC_BASE_URL")
+        and not key.startswith("A2A_GRPC_")
     }
     env.update(
         A2A_VAR_DIR=str(var),
-        A2A_PUBLIC_BASE_URL=f"http://127.0.0.1:{port}",
+        PORT=str(port),
+        GRPC_PORT=str(grpc_port),
         DJANGO_SECRET_KEY="embedded-test",
         PYTHONPATH=str(ROOT),
     )
-    manage = [sys.executable, "manage.py"]
-    subprocess.run(
-        [*manage, "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True
-    )
-    seeded = subprocess.run(
-        [*manage, "seed_demo"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
-    ).stdout
-    key = seeded.split("API key (demo): ")[1].split()[0]
-    web = start_web(port, env, var / "daphne.log")
-    worker_log = var / "worker.log"
-    worker = subprocess.Popen(
-        [str(VENV_BIN / "celery"), "-A", "a2a_platform", "worker", "--concurrency=2"],
+    log = var / "run.log"
+    # Its own process group, so that the teardown can tell whether SIGTERM stopped everything.
+    run = subprocess.Popen(
+        ["bash", "scripts/run.sh"],
         cwd=ROOT,
         env=env,
-        stdout=worker_log.open("wb"),
+        stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
-        yield f"http://127.0.0.1:{port}/a2a/demo/", key, worker_log
+        key = _printed(log, r"^API key \(demo\): (\S+)$", run)
+        grpc_address = _printed(log, r"^gRPC \(.*\): (\S+)$", run)
+        _printed(log, r"^gRPC sidecar (listening) on ", run)
+        _wait_for_port(port, run, log)  # type: ignore[arg-type]
+        yield Embedded(f"http://127.0.0.1:{port}/a2a/demo/", key, grpc_address, log)
     finally:
-        stop_process(worker)
-        stop_process(web)
+        run.send_signal(signal.SIGTERM)  # what Ctrl-C or `kill` does to `make run`
+        try:
+            run.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + 30
+        while (left := _group_members(run.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if left:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+        assert not left, "run.sh left processes running after SIGTERM:\n" + "\n".join(left)
 
 
 def test_concurrent_sends_all_complete_on_sqlite_and_the_filesystem_broker(embedded):
-    base, key, worker_log = embedded
+    base, key = embedded.base, embedded.key
 
     async def one(http: httpx.AsyncClient, n: int) -> str:
         body = {
@@ -82,11 +137,11 @@ def test_concurrent_sends_all_complete_on_sqlite_and_the_filesystem_broker(embed
 
     states = asyncio.run(scenario())
     assert states == ["TASK_STATE_COMPLETED"] * 40
-    assert "Traceback" not in worker_log.read_text()
+    assert "Traceback" not in embedded.log.read_text()
 
 
 def test_streaming_without_redis_polls_the_log(embedded):
-    base, _, _ = embedded
+    base = embedded.base
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -108,3 +163,37 @@ def test_streaming_without_redis_polls_the_log(embedded):
     assert '"TASK_STATE_COMPLETED"' in data[-1]
     assert any("Stream hello from TCK" in line for line in data)
     assert lines[0].startswith("id: ")
+
+
+def test_the_grpc_sidecar_serves_on_the_address_run_sh_prints(embedded):
+    with grpc.insecure_channel(embedded.grpc_address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "lf.a2a.v1.A2AService"):
+            answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING, service
+    card = httpx.get(embedded.base + "echo/.well-known/agent-card.json", timeout=10).json()
+    advertised = {i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"}
+    assert advertised == {embedded.grpc_address}
+
+
+def test_grpc_sends_share_the_embedded_database_and_broker(embedded):
+    def send(stub, tenant: str, message_id: str, metadata=()) -> pb10.SendMessageResponse:
+        message = pb10.Message(
+            message_id=message_id, role=pb10.ROLE_USER, parts=[pb10.Part(text="over grpc")]
+        )
+        request = pb10.SendMessageRequest(tenant=tenant, message=message)
+        return stub.SendMessage(request, metadata=metadata, timeout=60)
+
+    with grpc.insecure_channel(embedded.grpc_address) as channel:
+        stub = pb10_grpc.A2AServiceStub(channel)
+        echoed = send(stub, "demo/echo", str(uuid.uuid4()), [("x-api-key", embedded.key)])
+        # No tenant: run.sh makes demo/conformance the default agent.
+        default = send(stub, "", f"tck-complete-task-{uuid.uuid4()}")
+    assert echoed.task.status.state == pb10.TASK_STATE_COMPLETED
+    assert "over grpc" in str(echoed.task.artifacts)
+    assert default.task.status.state == pb10.TASK_STATE_COMPLETED
+    jsonrpc = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": default.task.id}}
+    fetched = httpx.post(
+        embedded.base + "conformance/", json=jsonrpc, headers={"A2A-Version": "1.0"}, timeout=10
+    ).json()
+    assert fetched["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
