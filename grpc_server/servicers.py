@@ -22,6 +22,7 @@ from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 from a2a.utils.errors import A2A_ERROR_REASONS
+from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
@@ -105,7 +106,10 @@ class _Service:
 
     async def unary(self, context: Context, call: Callable[[], Awaitable[R]]) -> R:
         try:
-            return await call()
+            # Each call gets its own thread for its database work, as Django gives each HTTP
+            # request; without this every call in the process queues on one shared thread.
+            async with ThreadSensitiveContext():
+                return await call()
         except Exception as exc:  # every error is answered as a status, never UNKNOWN
             status = _status_of(exc, self.dialect)
             await context.abort(status.code, status.details, status.trailing_metadata)
@@ -115,10 +119,11 @@ class _Service:
         self, context: Context, open_stream: Callable[[], Awaitable[Stream]], render: Callable
     ) -> AsyncIterator[Any]:
         try:
-            async with contextlib.aclosing(await open_stream()) as items:
-                async for item in items:
-                    if item is not None:  # None is a keep-alive: gRPC has its own pings
-                        yield render(item)
+            async with ThreadSensitiveContext():
+                async with contextlib.aclosing(await open_stream()) as items:
+                    async for item in items:
+                        if item is not None:  # None is a keep-alive: gRPC has its own pings
+                            yield render(item)
         except Exception as exc:
             status = _status_of(exc, self.dialect)
             await context.abort(status.code, status.details, status.trailing_metadata)
