@@ -140,7 +140,10 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
 
     async def SendMessage(self, request: pb10.SendMessageRequest, context: Context) -> Any:
         async def call() -> pb10.SendMessageResponse:
-            result = await send_message(await self.caller(context, tenant=request.tenant), request)
+            caller = await self.caller(
+                context, tenant=request.tenant, task_id=request.message.task_id
+            )
+            result = await send_message(caller, request)
             if isinstance(result, pb10.Task):
                 return pb10.SendMessageResponse(task=result)
             return pb10.SendMessageResponse(message=result)
@@ -151,7 +154,9 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
         self, request: pb10.SendMessageRequest, context: Context
     ) -> AsyncIterator[pb10.StreamResponse]:
         async def open_stream() -> Stream:
-            caller = await self.caller(context, tenant=request.tenant)
+            caller = await self.caller(
+                context, tenant=request.tenant, task_id=request.message.task_id
+            )
             return await send_message_stream(caller, request)
 
         async for response in self.stream(context, open_stream, lambda item: item.response):
@@ -277,7 +282,10 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
 
     async def _refuse_push(self, request: Any, context: Context) -> Any:
         async def call() -> Any:
-            await self.caller(context)
+            # Resource names: `tasks/{id}` (parent) or `tasks/{id}/pushNotificationConfigs/...`.
+            name = getattr(request, "parent", "") or getattr(request, "name", "")
+            task_id = name.split("/")[1] if name.startswith("tasks/") else ""
+            await self.caller(context, task_id=task_id)
             raise self.push_unsupported()
 
         return await self.unary(context, call)

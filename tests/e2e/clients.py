@@ -1,4 +1,5 @@
-"""Official a2a-sdk clients for the end-to-end tests: v1.0 JSON-RPC and the v0.3 compat client."""
+"""Official a2a-sdk clients for the end-to-end tests: v1.0 and the v0.3 compat clients, over
+JSON-RPC, HTTP+JSON and gRPC."""
 
 from __future__ import annotations
 
@@ -7,10 +8,49 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import grpc
+import grpc.aio
 import httpx
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, Client, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.interceptors import AfterArgs, BeforeArgs, ClientCallInterceptor
 from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest, StreamResponse
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
+
+AGENT_METADATA = "a2a-agent"
+
+
+class ServiceParameters(ClientCallInterceptor):
+    """Adds service parameters (gRPC metadata) to every call of a client, under those the call
+    passes in its own `ClientCallContext`. gRPC has no httpx client to carry the API key, and
+    the SDK's v0.3 gRPC transport has no `tenant`: the agent is named in `a2a-agent`."""
+
+    def __init__(self, parameters: dict[str, str]) -> None:
+        self.parameters = parameters
+
+    async def before(self, args: BeforeArgs) -> None:
+        context = args.context or ClientCallContext()
+        context.service_parameters = {**self.parameters, **(context.service_parameters or {})}
+        args.context = context
+
+    async def after(self, args: AfterArgs) -> None:
+        pass
+
+
+def grpc_channel(address: str) -> grpc.aio.Channel:
+    """The SDK's `grpc_channel_factory`: a plaintext channel to the card's GRPC address."""
+    return grpc.aio.insecure_channel(address)
+
+
+def grpc_tenant(card: AgentCard) -> str:
+    """The agent's `<tenant>/<agent>` on the gRPC sidecar: the `tenant` its card's GRPC 1.0
+    interface carries (v0.3 clients send it as `a2a-agent` metadata)."""
+    tenants = [
+        i.tenant
+        for i in card.supported_interfaces
+        if i.protocol_binding == GRPC and i.protocol_version == PROTOCOL_VERSION_1_0
+    ]
+    assert len(tenants) == 1 and tenants[0], f"the card has no GRPC 1.0 tenant: {card}"
+    return tenants[0]
 
 
 @asynccontextmanager
@@ -22,9 +62,16 @@ async def sdk_client(
     polling: bool = False,
     streaming: bool = False,
     binding: str = "JSONRPC",
+    metadata: dict[str, str] | None = None,
 ) -> AsyncIterator[Client]:
     """A client built by the SDK's own factory from the agent's served card, limited to one
-    protocol version and one binding (`JSONRPC` or `HTTP+JSON`)."""
+    protocol version and one binding (`JSONRPC`, `HTTP+JSON` or `GRPC`).
+
+    gRPC clients send the key as `x-api-key` metadata and, in v0.3, the agent as `a2a-agent`
+    metadata (v1.0 clients copy the card's `tenant` into each request themselves). `metadata`
+    is more gRPC metadata for every call (it overrides those two); a call's own
+    `ClientCallContext.service_parameters` override all of them.
+    """
     headers = {"X-API-Key": key} if key else {}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
@@ -42,8 +89,18 @@ async def sdk_client(
             streaming=streaming,
             polling=polling,
             supported_protocol_bindings=[binding],
+            grpc_channel_factory=grpc_channel if binding == GRPC else None,
         )
-        client = ClientFactory(config).create(only)
+        interceptors: list[ClientCallInterceptor] = []
+        if binding == GRPC:
+            parameters = {"x-api-key": key} if key else {}
+            if version == PROTOCOL_VERSION_0_3:
+                parameters[AGENT_METADATA] = grpc_tenant(card)
+            parameters.update(metadata or {})
+            interceptors.append(ServiceParameters(parameters))
+        else:
+            assert metadata is None, "metadata is for gRPC clients"
+        client = ClientFactory(config).create(only, interceptors)
         try:
             yield client
         finally:
@@ -65,6 +122,7 @@ async def send(client: Client, message: Message, **configuration: Any) -> Stream
 
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
+GRPC = "GRPC"
 V1_0 = PROTOCOL_VERSION_1_0
 V0_3 = PROTOCOL_VERSION_0_3
 
