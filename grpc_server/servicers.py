@@ -45,6 +45,7 @@ from tasks_app.operations import (
     get_extended_card,
     get_task,
     list_tasks,
+    requested_extensions,
     send_message,
     send_message_stream,
     subscribe_to_task,
@@ -91,8 +92,12 @@ class _Service:
     dialect: str
 
     async def caller(self, context: Context, *, tenant: str = "", task_id: str = "") -> Caller:
-        metadata = {key.lower(): value for key, value in context.invocation_metadata() or ()}
-        metadata = {k: v for k, v in metadata.items() if isinstance(v, str)}
+        pairs = [
+            (key.lower(), value)
+            for key, value in context.invocation_metadata() or ()
+            if isinstance(value, str)  # `-bin` keys carry bytes; none of ours is binary
+        ]
+        metadata = dict(pairs)
         version = metadata.get("a2a-version", "").strip()
         if version and dialects.dialect_of(version, None) != self.dialect:
             raise VersionNotSupportedError(
@@ -102,7 +107,8 @@ class _Service:
         route = await database_sync_to_async(route_call)(
             metadata=metadata, tenant=tenant, task_id=task_id
         )
-        return Caller(agent=route.agent, principal=route.principal)
+        extensions = requested_extensions(*(v for k, v in pairs if k == "a2a-extensions"))
+        return Caller(agent=route.agent, principal=route.principal, extensions=extensions)
 
     async def unary(self, context: Context, call: Callable[[], Awaitable[R]]) -> R:
         try:

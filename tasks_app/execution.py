@@ -48,14 +48,19 @@ class PlatformEventQueue(EventQueue):
 
 
 def task_run(
-    *, task_id: uuid.UUID, job_id: str, position: int, configuration: dict[str, Any]
+    *,
+    task_id: uuid.UUID,
+    job_id: str,
+    position: int,
+    configuration: dict[str, Any],
+    extensions: list[str] | None = None,
 ) -> str:
     """Run the agent for the message at `position`. Returns how the claim went."""
     claim = task_claim(task_id=task_id, job_id=job_id)
     if claim != "claimed":
         return claim
     try:
-        asyncio.run(_run(task_id, position, configuration))
+        asyncio.run(_run(task_id, position, configuration, extensions or []))
     except Exception as exc:
         # Whatever broke outside the executor (the database, the platform), the task must not
         # be left working with no run behind it.
@@ -76,7 +81,9 @@ def _load(task_id: uuid.UUID, position: int) -> tuple[Task, MessageProto, Any]:
     return task, message, task_to_proto(task)
 
 
-async def _run(task_id: uuid.UUID, position: int, configuration: dict[str, Any]) -> None:
+async def _run(
+    task_id: uuid.UUID, position: int, configuration: dict[str, Any], extensions: list[str]
+) -> None:
     task, message, current = await database_sync_to_async(_load)(task_id, position)
     agent = task.agent
     fail = database_sync_to_async(_fail)
@@ -91,7 +98,9 @@ async def _run(task_id: uuid.UUID, position: int, configuration: dict[str, Any])
         request.configuration.CopyFrom(ParseDict(configuration, SendMessageConfiguration()))
     context = RequestContext(
         call_context=ServerCallContext(
-            tenant=f"{agent.tenant.slug}/{agent.slug}", state={"owner": task.owner}
+            tenant=f"{agent.tenant.slug}/{agent.slug}",
+            state={"owner": task.owner},
+            requested_extensions=set(extensions),
         ),
         request=request,
         task_id=str(task_id),

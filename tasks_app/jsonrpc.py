@@ -50,6 +50,7 @@ from .operations import (
     get_extended_card,
     get_task,
     list_tasks,
+    requested_extensions,
     send_message,
     send_message_stream,
     subscribe_to_task,
@@ -483,7 +484,10 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
     except AuthenticationRequired as exc:
         return _unauthorized(exc.message, single_id)
     call = Caller(
-        agent=agent, principal=principal, last_event_id=request.headers.get("Last-Event-ID")
+        agent=agent,
+        principal=principal,
+        last_event_id=request.headers.get("Last-Event-ID"),
+        extensions=requested_extensions(request.headers.get("A2A-Extensions")),
     )
 
     try:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 
+from a2a.extensions.common import get_requested_extensions
 from a2a.types import (
     AgentCard,
     GetTaskRequest,
@@ -48,6 +49,14 @@ class Caller:
     principal: Principal
     # The `Last-Event-ID` the client sent (SSE reconnection), if any.
     last_event_id: str | None = None
+    # The extensions the client asked for (the A2A-Extensions service parameter); the agent's
+    # executor sees them as `context.call_context.requested_extensions`.
+    extensions: frozenset[str] = frozenset()
+
+
+def requested_extensions(*values: str | None) -> frozenset[str]:
+    """The A2A-Extensions service parameter: URIs, comma-separated, possibly sent repeatedly."""
+    return frozenset(get_requested_extensions([v for v in values if v]))
 
 
 def check_tenant(caller: Caller, tenant: str) -> None:
@@ -74,7 +83,11 @@ async def _send(
     caller: Caller, request: SendMessageRequest, new_task_id: uuid.UUID | None
 ) -> SendOutcome:
     return await database_sync_to_async(message_send)(
-        agent=caller.agent, principal=caller.principal, request=request, new_task_id=new_task_id
+        agent=caller.agent,
+        principal=caller.principal,
+        request=request,
+        new_task_id=new_task_id,
+        extensions=sorted(caller.extensions),
     )
 
 

@@ -62,6 +62,7 @@ from .operations import (
     get_extended_card,
     get_task,
     list_tasks,
+    requested_extensions,
     send_message,
     send_message_stream,
     subscribe_to_task,
@@ -390,7 +391,10 @@ class A2AView(APIView):
             raw_key=credentials_from_headers({k.lower(): v for k, v in request.headers.items()}),
         )
         return Caller(
-            agent=agent, principal=principal, last_event_id=request.headers.get("Last-Event-ID")
+            agent=agent,
+            principal=principal,
+            last_event_id=request.headers.get("Last-Event-ID"),
+            extensions=requested_extensions(request.headers.get("A2A-Extensions")),
         )
 
     def _check_version(self, request: Request) -> None:

@@ -66,6 +66,7 @@ def message_send(
     principal: Principal,
     request: SendMessageRequest,
     new_task_id: uuid.UUID | None = None,
+    extensions: list[str] | None = None,
 ) -> SendOutcome:
     """Create a task or continue one with the user's message, then queue the agent run.
 
@@ -136,6 +137,7 @@ def message_send(
             "configuration": (
                 _dict(request.configuration) if request.HasField("configuration") else {}
             ),
+            "extensions": extensions or [],
         }
         task.job_queued_at = timezone.now()
         task.save()
@@ -152,7 +154,10 @@ def _enqueue_run(task_pk: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> N
 
     run_agent_task.apply_async(
         args=[str(task_pk), job_args["position"]],
-        kwargs={"configuration": job_args["configuration"]},
+        kwargs={
+            "configuration": job_args["configuration"],
+            "extensions": job_args.get("extensions", []),
+        },
         task_id=job_id,
     )
 

@@ -17,13 +17,18 @@ BUSY_RETRIES = 60
 
 @shared_task(bind=True, acks_late=True, max_retries=BUSY_RETRIES)
 def run_agent_task(
-    self: Any, task_id: str, position: int, configuration: dict[str, Any] | None = None
+    self: Any,
+    task_id: str,
+    position: int,
+    configuration: dict[str, Any] | None = None,
+    extensions: list[str] | None = None,
 ) -> str:
     outcome = task_run(
         task_id=uuid.UUID(task_id),
         job_id=self.request.id,
         position=position,
         configuration=configuration or {},
+        extensions=extensions or [],
     )
     if outcome == "busy":
         if self.request.retries >= BUSY_RETRIES:

@@ -153,7 +153,10 @@ def live_platform(
         "A2A_CANCEL_TIMEOUT_SECONDS": "3",
         "A2A_POLL_INTERVAL_SECONDS": "0.05",
         "A2A_SSE_KEEPALIVE_SECONDS": "0.5",
-        "A2A_PYTHON_EXECUTORS": "tests.agents.sample_executors.ShoutingExecutor",
+        "A2A_PYTHON_EXECUTORS": (
+            "tests.agents.sample_executors.ShoutingExecutor,"
+            "tests.agents.sample_executors.ExtensionsExecutor"
+        ),
         "PYTHONPATH": str(ROOT),
     }
     daphne = start_web(port, env, log_dir / "daphne.log")

@@ -1,4 +1,4 @@
-"""An installed AgentExecutor, used to test the `python` executor kind's allowlist."""
+"""Installed AgentExecutors, for the `python` executor kind's allowlist and what executors see."""
 
 from __future__ import annotations
 
@@ -16,6 +16,22 @@ class ShoutingExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
         text = context.get_user_input().upper() + self.suffix
         await updater.add_artifact(new_text_artifact("shout", text).parts, name="shout")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+class ExtensionsExecutor(AgentExecutor):
+    """Answers with the extensions the client requested, as the executor sees them."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        requested = (
+            sorted(context.call_context.requested_extensions) if context.call_context else []
+        )
+        text = ",".join(requested) or "-"
+        await updater.add_artifact(new_text_artifact("extensions", text).parts, name="extensions")
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
