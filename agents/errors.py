@@ -23,5 +23,5 @@ class AgentNotFound(Exception):
     http_status = 404
 
     def __init__(self, tenant_slug: str, agent_slug: str) -> None:
-        self.message = f"No agent {agent_slug!r} is hosted for tenant {tenant_slug!r}."
+        self.message = f"No agent {agent_slug[:100]!r} is hosted for tenant {tenant_slug[:100]!r}."
         super().__init__(self.message)

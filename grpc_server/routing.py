@@ -9,12 +9,13 @@ the configured default agent, if there is one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from agents.auth import Principal, authenticate, credentials_from_headers
-from agents.errors import AgentNotFound, AuthenticationRequired
+from agents.errors import AuthenticationRequired
 from agents.models import Agent
 from agents.selectors import agent_get_active
 from tasks_app.errors import InvalidParamsError, task_not_found
@@ -29,9 +30,12 @@ class Route:
     principal: Principal
 
 
+SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")
+
+
 def _agent(path: str, source: str) -> Agent:
     tenant_slug, sep, agent_slug = path.partition("/")
-    if not sep or not tenant_slug or not agent_slug or "/" in agent_slug:
+    if not (sep and SLUG.fullmatch(tenant_slug) and SLUG.fullmatch(agent_slug)):
         raise InvalidParamsError(
             f"{source} {path[:100]!r} is not an agent: it must be '<tenant-slug>/<agent-slug>'."
         )
@@ -53,12 +57,15 @@ def route_call(*, metadata: dict[str, str], tenant: str = "", task_id: str = "")
         agent = _agent(tenant, "'tenant'")
     elif named:
         agent = _agent(named, f"{AGENT_METADATA} metadata")
-    elif task_id and (path := task_agent_path(task_id=task_id)):
+    elif task_id:
+        # On a task, the task decides; an unknown one is not found whatever the default agent
+        # would say about the caller, so the answer does not tell which tasks exist.
+        path = task_agent_path(task_id=task_id)
+        if path is None:
+            raise task_not_found(task_id)
         agent, by_task = _agent(path, "the task's agent"), True
     elif settings.A2A_GRPC_DEFAULT_AGENT:
         agent = _agent(settings.A2A_GRPC_DEFAULT_AGENT, "A2A_GRPC_DEFAULT_AGENT")
-    elif task_id:
-        raise task_not_found(task_id)
     else:
         raise InvalidParamsError(
             "This call names no agent and the server has no default one: set the request's "
@@ -75,4 +82,4 @@ def route_call(*, metadata: dict[str, str], tenant: str = "", task_id: str = "")
     return Route(agent=agent, principal=principal)
 
 
-__all__ = ["AGENT_METADATA", "AgentNotFound", "Route", "route_call"]
+__all__ = ["AGENT_METADATA", "Route", "route_call"]

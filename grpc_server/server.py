@@ -1,8 +1,8 @@
 """The gRPC sidecar's server: both A2A services, health and reflection, TLS, graceful stop.
 
-An asyncio server (grpc.aio): the A2A operations are coroutines already, a stream waiting on
-its task costs a coroutine rather than a thread, and the database work goes through the same
-`database_sync_to_async` as daphne's. docs/benchmarks.md has the measurement behind the choice.
+An asyncio server (grpc.aio): the A2A operations are coroutines already, and no call waits for
+a free pool worker. Each call gets its own thread for its database work (servicers.py), as
+daphne gives each request; docs/benchmarks.md has the measurements behind the choice.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
+            # Answers are not capped: a task with large artifacts must still be readable.
+            ("grpc.max_send_message_length", -1),
             ("grpc.max_concurrent_streams", settings.A2A_GRPC_MAX_CONCURRENT_STREAMS),
             # Idle streams (a subscription to a quiet task) stay open: keep the connection
             # alive through proxies, and let clients ping.

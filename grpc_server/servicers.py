@@ -25,6 +25,8 @@ from a2a.utils.errors import A2A_ERROR_REASONS
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from google.protobuf import any_pb2
+from google.protobuf.json_format import MessageToDict, SerializeToJsonError
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -34,6 +36,7 @@ from tasks_app.dialects import V0_3, V1_0
 from tasks_app.errors import (
     A2AError,
     InternalError,
+    InvalidParamsError,
     PushNotificationNotSupportedError,
     VersionNotSupportedError,
     grpc_status,
@@ -50,6 +53,8 @@ from tasks_app.operations import (
     send_message_stream,
     subscribe_to_task,
 )
+from tasks_app.selectors import task_get_row
+from tasks_app.wire import contains_nul
 
 from .routing import route_call
 
@@ -57,6 +62,10 @@ logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 Context = grpc.aio.ServicerContext
+
+SINGLE_VALUED = ("a2a-version", "a2a-agent", "authorization", "x-api-key")
+# `x-a2a-extensions` is the name v0.3-era clients send.
+EXTENSION_KEYS = ("a2a-extensions", "x-a2a-extensions")
 
 V10_SERVICE = pb10.DESCRIPTOR.services_by_name["A2AService"].full_name
 V03_SERVICE = pb03.DESCRIPTOR.services_by_name["A2AService"].full_name
@@ -91,12 +100,26 @@ class _Service:
 
     dialect: str
 
-    async def caller(self, context: Context, *, tenant: str = "", task_id: str = "") -> Caller:
+    async def caller(
+        self, context: Context, request: Message, *, tenant: str = "", task_id: str = ""
+    ) -> Caller:
+        try:  # what the JSON bindings could not even be sent is invalid here too
+            as_json = MessageToDict(request)
+        except SerializeToJsonError as exc:
+            raise InvalidParamsError(f"Invalid request: {exc}") from None
+        if contains_nul(as_json):  # as the HTTP bindings refuse it
+            raise InvalidParamsError("Strings in the request must not contain U+0000 (NUL).")
         pairs = [
             (key.lower(), value)
             for key, value in context.invocation_metadata() or ()
             if isinstance(value, str)  # `-bin` keys carry bytes; none of ours is binary
         ]
+        for key in SINGLE_VALUED:
+            values = {v for k, v in pairs if k == key}
+            if len(values) > 1:
+                raise InvalidParamsError(
+                    f"Metadata {key!r} was sent more than once with different values."
+                )
         metadata = dict(pairs)
         version = metadata.get("a2a-version", "").strip()
         if version and dialects.dialect_of(version, None) != self.dialect:
@@ -107,7 +130,7 @@ class _Service:
         route = await database_sync_to_async(route_call)(
             metadata=metadata, tenant=tenant, task_id=task_id
         )
-        extensions = requested_extensions(*(v for k, v in pairs if k == "a2a-extensions"))
+        extensions = requested_extensions(*(v for k, v in pairs if k in EXTENSION_KEYS))
         return Caller(agent=route.agent, principal=route.principal, extensions=extensions)
 
     async def unary(self, context: Context, call: Callable[[], Awaitable[R]]) -> R:
@@ -134,6 +157,14 @@ class _Service:
             status = _status_of(exc, self.dialect)
             await context.abort(status.code, status.details, status.trailing_metadata)
 
+    @staticmethod
+    async def check_task(caller: Caller, task_id: str) -> None:
+        """The task is the caller's (TaskNotFound otherwise), before anything is said about it."""
+        if task_id:
+            await database_sync_to_async(task_get_row)(
+                agent=caller.agent, principal=caller.principal, task_id=task_id
+            )
+
     def push_unsupported(self) -> PushNotificationNotSupportedError:
         return PushNotificationNotSupportedError(
             "This agent does not offer push notifications "
@@ -147,7 +178,7 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
     async def SendMessage(self, request: pb10.SendMessageRequest, context: Context) -> Any:
         async def call() -> pb10.SendMessageResponse:
             caller = await self.caller(
-                context, tenant=request.tenant, task_id=request.message.task_id
+                context, request, tenant=request.tenant, task_id=request.message.task_id
             )
             result = await send_message(caller, request)
             if isinstance(result, pb10.Task):
@@ -161,7 +192,7 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
     ) -> AsyncIterator[pb10.StreamResponse]:
         async def open_stream() -> Stream:
             caller = await self.caller(
-                context, tenant=request.tenant, task_id=request.message.task_id
+                context, request, tenant=request.tenant, task_id=request.message.task_id
             )
             return await send_message_stream(caller, request)
 
@@ -170,20 +201,22 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
 
     async def GetTask(self, request: pb10.GetTaskRequest, context: Context) -> Any:
         async def call() -> pb10.Task:
-            caller = await self.caller(context, tenant=request.tenant, task_id=request.id)
+            caller = await self.caller(context, request, tenant=request.tenant, task_id=request.id)
             return await get_task(caller, request)
 
         return await self.unary(context, call)
 
     async def ListTasks(self, request: pb10.ListTasksRequest, context: Context) -> Any:
         async def call() -> pb10.ListTasksResponse:
-            return await list_tasks(await self.caller(context, tenant=request.tenant), request)
+            return await list_tasks(
+                await self.caller(context, request, tenant=request.tenant), request
+            )
 
         return await self.unary(context, call)
 
     async def CancelTask(self, request: pb10.CancelTaskRequest, context: Context) -> Any:
         async def call() -> pb10.Task:
-            caller = await self.caller(context, tenant=request.tenant, task_id=request.id)
+            caller = await self.caller(context, request, tenant=request.tenant, task_id=request.id)
             return await cancel_task(caller, request.id, tenant=request.tenant)
 
         return await self.unary(context, call)
@@ -192,7 +225,7 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
         self, request: pb10.SubscribeToTaskRequest, context: Context
     ) -> AsyncIterator[pb10.StreamResponse]:
         async def open_stream() -> Stream:
-            caller = await self.caller(context, tenant=request.tenant, task_id=request.id)
+            caller = await self.caller(context, request, tenant=request.tenant, task_id=request.id)
             return await subscribe_to_task(caller, request.id, tenant=request.tenant)
 
         async for response in self.stream(context, open_stream, lambda item: item.response):
@@ -202,14 +235,17 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
         self, request: pb10.GetExtendedAgentCardRequest, context: Context
     ) -> Any:
         async def call() -> pb10.AgentCard:
-            return await get_extended_card(await self.caller(context, tenant=request.tenant))
+            return await get_extended_card(
+                await self.caller(context, request, tenant=request.tenant)
+            )
 
         return await self.unary(context, call)
 
     async def _refuse_push(self, request: Any, context: Context) -> Any:
         async def call() -> Any:
             task_id = getattr(request, "task_id", "")
-            await self.caller(context, tenant=request.tenant, task_id=task_id)
+            caller = await self.caller(context, request, tenant=request.tenant, task_id=task_id)
+            await self.check_task(caller, task_id)
             raise self.push_unsupported()
 
         return await self.unary(context, call)
@@ -234,7 +270,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         async def call() -> pb03.SendMessageResponse:
             core = dialects.v03pb_send_request(request)
             result = await send_message(
-                await self.caller(context, task_id=core.message.task_id), core
+                await self.caller(context, request, task_id=core.message.task_id), core
             )
             return dialects.v03pb_send_result(result)
 
@@ -245,7 +281,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     ) -> AsyncIterator[pb03.StreamResponse]:
         async def open_stream() -> Stream:
             core = dialects.v03pb_send_request(request)
-            caller = await self.caller(context, task_id=core.message.task_id)
+            caller = await self.caller(context, request, task_id=core.message.task_id)
             return await send_message_stream(caller, core)
 
         async for response in self.stream(context, open_stream, _v03_event):
@@ -255,7 +291,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         async def call() -> pb03.Task:
             params = proto03.FromProto.task_query_params(request)
             core = dialects.v03pb_get_request(params.id, params.history_length)
-            task = await get_task(await self.caller(context, task_id=core.id), core)
+            task = await get_task(await self.caller(context, request, task_id=core.id), core)
             return dialects.v03pb_task(task)
 
         return await self.unary(context, call)
@@ -263,7 +299,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     async def CancelTask(self, request: pb03.CancelTaskRequest, context: Context) -> Any:
         async def call() -> pb03.Task:
             task_id = self._task_id(request.name)
-            task = await cancel_task(await self.caller(context, task_id=task_id), task_id)
+            task = await cancel_task(await self.caller(context, request, task_id=task_id), task_id)
             return dialects.v03pb_task(task)
 
         return await self.unary(context, call)
@@ -273,7 +309,9 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     ) -> AsyncIterator[pb03.StreamResponse]:
         async def open_stream() -> Stream:
             task_id = self._task_id(request.name)
-            return await subscribe_to_task(await self.caller(context, task_id=task_id), task_id)
+            return await subscribe_to_task(
+                await self.caller(context, request, task_id=task_id), task_id
+            )
 
         async for response in self.stream(context, open_stream, _v03_event):
             yield response
@@ -282,7 +320,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         async def call() -> pb03.AgentCard:
             # v0.3's GetAgentCard is its authenticated (extended) card, as JSON-RPC's
             # agent/getAuthenticatedExtendedCard and REST's v1/card.
-            return dialects.v03pb_card(await get_extended_card(await self.caller(context)))
+            return dialects.v03pb_card(await get_extended_card(await self.caller(context, request)))
 
         return await self.unary(context, call)
 
@@ -291,7 +329,8 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
             # Resource names: `tasks/{id}` (parent) or `tasks/{id}/pushNotificationConfigs/...`.
             name = getattr(request, "parent", "") or getattr(request, "name", "")
             task_id = name.split("/")[1] if name.startswith("tasks/") else ""
-            await self.caller(context, task_id=task_id)
+            caller = await self.caller(context, request, task_id=task_id)
+            await self.check_task(caller, task_id)
             raise self.push_unsupported()
 
         return await self.unary(context, call)

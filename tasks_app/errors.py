@@ -49,8 +49,8 @@ def http_status(error: A2AError) -> int:
 
 def grpc_status(error: A2AError) -> str:
     if isinstance(error, VersionNotSupportedError):
-        # The spec's table says FAILED_PRECONDITION, but its gRPC binding requirement and the
-        # A2A TCK expect UNIMPLEMENTED (the service does not implement that version); the
+        # The spec's table (5.4) says FAILED_PRECONDITION; the platform's gRPC issue and the
+        # A2A TCK ask for UNIMPLEMENTED (the service does not implement that version). The
         # ErrorInfo reason VERSION_NOT_SUPPORTED says which error it is either way.
         return "UNIMPLEMENTED"
     mapping = A2A_ERROR_MAPPING.get(type(error))

@@ -44,7 +44,11 @@ def task_agent_path(*, task_id: str) -> str | None:
         pk = uuid.UUID(task_id)
     except ValueError:
         return None
-    row = Task.objects.filter(pk=pk).values_list("agent__tenant__slug", "agent__slug").first()
+    row = (
+        Task.objects.filter(pk=pk, agent__is_active=True, agent__tenant__is_active=True)
+        .values_list("agent__tenant__slug", "agent__slug")
+        .first()
+    )
     return f"{row[0]}/{row[1]}" if row else None
 
 
@@ -155,7 +159,11 @@ def task_list(
     if request.status != TaskState.TASK_STATE_UNSPECIFIED:
         tasks = tasks.filter(state=TaskState.Name(request.status))
     if request.HasField("status_timestamp_after"):
-        tasks = tasks.filter(status_timestamp__gt=request.status_timestamp_after.ToDatetime(UTC))
+        try:  # binary protobuf (gRPC) does not range-check a Timestamp as JSON parsing does
+            after = request.status_timestamp_after.ToDatetime(UTC)
+        except (ValueError, OverflowError, OSError):
+            raise InvalidParamsError("'statusTimestampAfter' is not a valid timestamp.") from None
+        tasks = tasks.filter(status_timestamp__gt=after)
     total = tasks.count()
 
     if request.page_token:

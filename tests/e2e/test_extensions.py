@@ -61,7 +61,8 @@ def test_grpc_passes_requested_extensions(live_platform, agent):
         tenant=tenant,
         message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="x")]),
     )
-    metadata = [("x-api-key", key), ("a2a-extensions", ASKED[0]), ("a2a-extensions", ASKED[1])]
+    # The current name, repeated, and the one v0.3-era clients send.
+    metadata = [("x-api-key", key), ("a2a-extensions", ASKED[0]), ("x-a2a-extensions", ASKED[1])]
     with grpc.insecure_channel(live_platform.grpc_address) as channel:
         answer = pb10_grpc.A2AServiceStub(channel).SendMessage(
             request, metadata=metadata, timeout=30

@@ -1046,3 +1046,75 @@ def test_push_config_calls_are_not_supported(v10, v03, deploy):
         expect(call, "FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED")
     for call in calls03(None):
         expect(call, "FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED")
+
+
+# --- edges found in review ------------------------------------------------------------------
+
+
+def test_push_calls_do_not_reveal_another_owners_task(v10, v03, deploy, make_key):
+    mine = deploy("echo")
+    bob = make_key(mine.agent.tenant, "bob")
+    task = send10(v10, "mine", tenant=mine.path, metadata=md(mine.key))
+    request = pb10.TaskPushNotificationConfig(task_id=task.id, url="https://example.com/hook")
+    # Named agent or routed by the task: bob gets what an unknown task gets.
+    for tenant in (mine.path, ""):
+        request.tenant = tenant
+        expect(
+            lambda: v10.CreateTaskPushNotificationConfig(request, metadata=md(bob)),
+            "NOT_FOUND",
+            "TASK_NOT_FOUND",
+        )
+    parent = pb03.CreateTaskPushNotificationConfigRequest(parent=f"tasks/{task.id}")
+    expect(
+        lambda: v03.CreateTaskPushNotificationConfig(parent, metadata=md(bob)),
+        "NOT_FOUND",
+        "TASK_NOT_FOUND",
+    )
+
+
+def test_a_deactivated_agents_task_routed_by_id_is_simply_not_found(v10, deploy):
+    gone = deploy("echo")
+    task = send10(v10, "hello", tenant=gone.path, metadata=md(gone.key))
+    gone.agent.is_active = False
+    gone.agent.save()
+    message = expect(
+        lambda: v10.GetTask(pb10.GetTaskRequest(id=task.id), metadata=md()),
+        "NOT_FOUND",
+        "TASK_NOT_FOUND",
+    )
+    assert gone.agent.slug not in message.replace(task.id, "")
+
+
+def test_bad_strings_and_values_are_invalid_arguments_not_internal(v10, deploy):
+    target = deploy("echo")
+    metadata = md(target.key)
+    nul = pb10.SendMessageRequest(tenant=target.path, message=message10("a\x00b"))
+    assert "NUL" in expect(
+        lambda: v10.SendMessage(nul, metadata=metadata), "INVALID_ARGUMENT", "INVALID_PARAMS"
+    )
+    long = pb10.GetTaskRequest(tenant="t" * 5000 + "/a", id=str(uuid.uuid4()))
+    expect(lambda: v10.GetTask(long, metadata=metadata), "INVALID_ARGUMENT", "INVALID_PARAMS")
+    listing = pb10.ListTasksRequest(tenant=target.path)
+    listing.status_timestamp_after.seconds = 10**15
+    assert "status_timestamp_after" in expect(
+        lambda: v10.ListTasks(listing, metadata=metadata), "INVALID_ARGUMENT", "INVALID_PARAMS"
+    )
+
+
+def test_single_valued_metadata_sent_twice_with_different_values_is_refused(v10, deploy):
+    target = deploy("echo")
+    request = pb10.ListTasksRequest(tenant=target.path)
+    twice = md(target.key) + [("a2a-version", "0.3"), ("a2a-version", "1.0")]
+    assert "a2a-version" in expect(
+        lambda: v10.ListTasks(request, metadata=twice), "INVALID_ARGUMENT", "INVALID_PARAMS"
+    )
+
+
+def test_answers_larger_than_the_request_limit_are_sent(v10, deploy, sidecar):
+    target = deploy("echo")
+    _, address = sidecar("small", A2A_GRPC_MAX_MESSAGE_BYTES="2000")
+    text = "x" * 1500  # the echo answer (history + artifact + status) is far over 2000 bytes
+    with grpc.insecure_channel(address) as small:
+        stub = pb10_grpc.A2AServiceStub(small)
+        task = send10(stub, text, tenant=target.path, metadata=md(target.key))
+    assert texts(task.artifacts) == [text]
