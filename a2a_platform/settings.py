@@ -277,6 +277,29 @@ def _agent_path(name: str) -> str:
     return raw
 
 
+# --- Encryption at rest (push credentials, signing keys; agents/crypto.py) ---
+# Comma-separated Fernet keys: the first encrypts, every one decrypts, so a key is rotated by
+# putting a new one first (and dropped once nothing is encrypted with it). Unset, one key is
+# derived from DJANGO_SECRET_KEY: fine for development, but production sets its own, or
+# changing the secret key makes every stored secret unreadable.
+A2A_ENCRYPTION_KEYS: list[str] = []
+if env.str("A2A_ENCRYPTION_KEYS", default="") or env.str("A2A_ENCRYPTION_KEYS_FILE", default=""):
+    A2A_ENCRYPTION_KEYS = [
+        k.strip() for k in _secret("A2A_ENCRYPTION_KEYS").split(",") if k.strip()
+    ]
+    try:
+        from cryptography.fernet import Fernet
+
+        for _key in A2A_ENCRYPTION_KEYS:
+            Fernet(_key)
+    except ValueError:
+        raise ImproperlyConfigured(
+            "A2A_ENCRYPTION_KEYS must be comma-separated Fernet keys (32 url-safe base64 "
+            "bytes each, as Fernet.generate_key() makes them)."
+        ) from None
+    if not A2A_ENCRYPTION_KEYS:
+        raise ImproperlyConfigured("A2A_ENCRYPTION_KEYS names no key.")
+
 # --- The gRPC sidecar (manage.py rungrpc) ---
 # Where it listens, and the address the cards advertise (the GRPC interfaces appear in cards
 # only when A2A_GRPC_PUBLIC_ADDRESS is set: a deployment without the sidecar offers none).
@@ -296,6 +319,54 @@ A2A_GRPC_MAX_MESSAGE_BYTES = _positive_int("A2A_GRPC_MAX_MESSAGE_BYTES", A2A_MAX
 A2A_GRPC_MAX_CONCURRENT_STREAMS = _positive_int("A2A_GRPC_MAX_CONCURRENT_STREAMS", 1000)
 # How long SIGTERM waits for in-flight calls and streams before cancelling them.
 A2A_GRPC_GRACE_SECONDS = _positive_float("A2A_GRPC_GRACE_SECONDS", 10.0)
+
+
+# --- Push notifications: the SSRF guard (push_app/ssrf.py) ---
+# Push URLs must reach the public internet; these let an operator open chosen hosts (exact
+# names, case-insensitive) or networks (CIDRs). Production leaves both empty; `make run` and
+# the tests allowlist loopback. (Imports are local: this block is kept self-contained.)
+def _push_allowed_hosts(name: str) -> list[str]:
+    import ipaddress
+    import re
+
+    hosts: list[str] = []
+    for raw in env.str(name, default="").split(","):
+        host = raw.strip().lower()
+        if not host:
+            continue
+        try:
+            host = str(ipaddress.ip_address(host))
+        except ValueError:
+            # A host:port or a URL here would never match a host, so it is refused, not kept.
+            if not re.fullmatch(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?", host):
+                raise ImproperlyConfigured(
+                    f"{name} must be comma-separated host names, got {raw.strip()!r}."
+                ) from None
+        hosts.append(host.rstrip("."))
+    return hosts
+
+
+def _push_allowed_networks(name: str) -> list[str]:
+    import ipaddress
+
+    networks: list[str] = []
+    for raw in env.str(name, default="").split(","):
+        if not raw.strip():
+            continue
+        try:
+            # strict: 10.0.0.1/8 is more likely a typo than a wish for all of 10/8.
+            networks.append(str(ipaddress.ip_network(raw.strip())))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name} must be comma-separated CIDRs (e.g. 127.0.0.0/8,::1/128), "
+                f"got {raw.strip()!r}."
+            ) from None
+    return networks
+
+
+A2A_PUSH_ALLOWED_HOSTS = _push_allowed_hosts("A2A_PUSH_ALLOWED_HOSTS")
+A2A_PUSH_ALLOWED_NETWORKS = _push_allowed_networks("A2A_PUSH_ALLOWED_NETWORKS")
+A2A_PUSH_TIMEOUT_SECONDS = _positive_float("A2A_PUSH_TIMEOUT_SECONDS", 10.0)
 
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-tasks": {

@@ -9,7 +9,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from agents.views import agent_card
+from agents.views import agent_card, jwks, tenant_jwks
 from tasks_app import rest
 from tasks_app.dialects import V0_3, V1_0
 from tasks_app.jsonrpc import agent_jsonrpc
@@ -79,6 +79,8 @@ urlpatterns = [
     path("healthz", healthz),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path(".well-known/jwks.json", jwks, name="jwks"),
+    path("a2a/<slug:tenant_slug>/.well-known/jwks.json", tenant_jwks, name="tenant-jwks"),
     path(agent + ".well-known/agent-card.json", agent_card, name="agent-card"),
     # The pre-0.3 location of the card, still fetched by older clients.
     path(agent + ".well-known/agent.json", agent_card, name="agent-card-legacy"),

@@ -1,4 +1,5 @@
-"""Admin for registration: tenants, agents (executor config validated on save), API keys."""
+"""Admin for registration: tenants, agents (executor config validated on save), API keys, and
+the tenants' push-signing keys (read-only; rotated and retired by actions)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,91 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
 from .auth import hash_secret, new_key_material
 from .cards import agent_base_url
 from .executors import executor_kind_choices
-from .models import Agent, ApiKey, Tenant
+from .models import Agent, ApiKey, SigningKey, Tenant
+from .services import signing_key_retire, signing_key_rotate
 from .validation import agent_validate, api_key_scopes_validate
+
+
+class SigningKeyInline(admin.TabularInline):
+    model = SigningKey
+    fields = ("kid", "algorithm", "created_at", "retired_at")
+    readonly_fields = fields
+    ordering = ("-created_at", "-id")
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def _rotate(modeladmin: admin.ModelAdmin, request: HttpRequest, tenants: list[Tenant]) -> None:
+    for tenant in tenants:
+        key = signing_key_rotate(tenant=tenant)
+        modeladmin.message_user(
+            request,
+            f"{tenant.slug}: new signing key {key.kid}; the older ones stay published "
+            "until retired.",
+            messages.SUCCESS,
+        )
 
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "is_active", "created_at")
     search_fields = ("slug", "name")
+    inlines = [SigningKeyInline]
+    actions = ["rotate_signing_key"]
+
+    @admin.action(description="Rotate the push-signing key of the selected tenants")
+    def rotate_signing_key(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
+        _rotate(self, request, list(queryset))
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(admin.ModelAdmin):
+    """Keys are made by the platform and never edited; the private half is never shown."""
+
+    list_display = ("kid", "tenant", "algorithm", "created_at", "retired_at")
+    list_filter = ("tenant",)
+    search_fields = ("kid", "tenant__slug")
+    fields = ("tenant", "kid", "algorithm", "public_jwk", "created_at", "retired_at")
+    readonly_fields = fields
+    actions = ["rotate_tenant_key", "retire"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Viewing only: the actions below go through the services.
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Rotate the signing key of the selected keys' tenants")
+    def rotate_tenant_key(self, request: HttpRequest, queryset: QuerySet[SigningKey]) -> None:
+        _rotate(self, request, list(Tenant.objects.filter(signing_keys__in=queryset).distinct()))
+
+    @admin.action(description="Retire the selected keys (no longer published)")
+    def retire(self, request: HttpRequest, queryset: QuerySet[SigningKey]) -> None:
+        for key in queryset.select_related("tenant"):
+            try:
+                signing_key_retire(signing_key=key)
+            except ValueError as exc:
+                self.message_user(request, f"{key.kid}: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"{key.kid} retired.", messages.SUCCESS)
 
 
 def _https_urls(field: models.Field, **kwargs: Any) -> forms.Field | None:

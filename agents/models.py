@@ -105,3 +105,32 @@ class ApiKey(models.Model):
     @property
     def is_tenant_admin(self) -> bool:
         return self.SCOPE_TENANT_ADMIN in (self.scopes or [])
+
+
+class SigningKey(models.Model):
+    """A tenant's key for signing push notifications. The private key is stored encrypted.
+
+    The newest unretired key signs; older ones stay in the JWKS until retired, so receivers
+    holding a cached JWKS keep verifying across a rotation.
+    """
+
+    ALGORITHM_ES256 = "ES256"
+    ALGORITHM_CHOICES = [(ALGORITHM_ES256, "ES256 (ECDSA on P-256 with SHA-256)")]
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="signing_keys")
+    # The RFC 7638 thumbprint of the public key.
+    kid = models.CharField(max_length=64, unique=True)
+    algorithm = models.CharField(max_length=10, choices=ALGORITHM_CHOICES, default=ALGORITHM_ES256)
+    # PKCS#8 PEM, encrypted with agents.crypto.
+    private_key_encrypted = models.TextField()
+    public_jwk = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Once set the key no longer signs; it stays published until this moment (a future one
+    # gives receivers a grace period).
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "retired_at"], name="signingkey_tenant_retired")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}: {self.kid}"

@@ -1,9 +1,14 @@
-"""Reads for agents."""
+"""Reads for agents, tenants and their published signing keys."""
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
+from django.db.models import Q
+from django.utils import timezone
+
 from .errors import AgentNotFound
-from .models import Agent
+from .models import Agent, SigningKey, Tenant
 
 
 def agent_get_active(*, tenant_slug: str, agent_slug: str) -> Agent:
@@ -15,3 +20,26 @@ def agent_get_active(*, tenant_slug: str, agent_slug: str) -> Agent:
     if agent is None:
         raise AgentNotFound(tenant_slug, agent_slug)
     return agent
+
+
+class JWKS(TypedDict):
+    keys: list[dict[str, Any]]
+
+
+def tenant_get_active(*, tenant_slug: str) -> Tenant:
+    """An active tenant by slug; Tenant.DoesNotExist otherwise."""
+    return Tenant.objects.get(slug=tenant_slug, is_active=True)
+
+
+def jwks_for(*, tenant: Tenant | None = None) -> JWKS:
+    """The published push-signing keys as a JWK Set: one tenant's, or every active tenant's.
+
+    A key is published from its creation until its retirement time, newest first.
+    """
+    now = timezone.now()
+    keys = SigningKey.objects.filter(
+        Q(retired_at__isnull=True) | Q(retired_at__gt=now), tenant__is_active=True
+    )
+    if tenant is not None:
+        keys = keys.filter(tenant=tenant)
+    return {"keys": [k.public_jwk for k in keys.order_by("-created_at", "-id")]}

@@ -1,4 +1,4 @@
-"""The public agent card, with HTTP caching headers."""
+"""The public agent card and the push-signing JWKS, with HTTP caching headers."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ from django.views.decorators.http import require_GET
 
 from .cards import agent_card_json, card_etag
 from .errors import AgentNotFound
-from .selectors import agent_get_active
+from .models import Tenant
+from .selectors import agent_get_active, jwks_for, tenant_get_active
 
 CARD_MAX_AGE_SECONDS = 300
+# A rotated key signs at once, so receivers refetch the set on an unknown kid (PyJWKClient
+# does) rather than trusting a cached copy for this long.
+JWKS_MAX_AGE_SECONDS = 300
 
 
 @require_GET
@@ -39,3 +43,29 @@ def agent_card(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+def _jwks_response(jwks: dict[str, object]) -> JsonResponse:
+    response = JsonResponse(jwks)
+    response["Cache-Control"] = f"public, max-age={JWKS_MAX_AGE_SECONDS}"
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
+
+
+@require_GET
+def jwks(request: HttpRequest) -> HttpResponse:
+    """Every active tenant's published push-signing keys."""
+    return _jwks_response(dict(jwks_for()))
+
+
+@require_GET
+def tenant_jwks(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    """One tenant's published push-signing keys: the set receivers should pin."""
+    try:
+        tenant = tenant_get_active(tenant_slug=tenant_slug)
+    except Tenant.DoesNotExist:
+        return JsonResponse(
+            {"error": "tenant_not_found", "message": f"No tenant {tenant_slug!r} is hosted here."},
+            status=404,
+        )
+    return _jwks_response(dict(jwks_for(tenant=tenant)))

@@ -1,0 +1,333 @@
+"""The SSRF guard for push notifications: push URLs reach the public internet, nothing else.
+
+Two checks share one rule. `url_check` vets a URL when a push config is created (the service
+answers InvalidParams with `UnsafeUrl.reason`). `guarded_async_client` / `guarded_client` make
+the delivery's HTTP client enforce it again at connect time: the host is resolved once more,
+every address is checked, and the socket is opened to a checked address, so a name that
+resolves to a public address at creation and to 10.0.0.5 at delivery (DNS rebinding) is still
+refused. The Host header, TLS SNI and certificate verification keep the URL's host name.
+
+The rule: an address is refused when it is loopback, private (RFC 1918, fc00::/7), link-local,
+multicast, unspecified, reserved, in the shared address space (100.64.0.0/10), a cloud metadata
+address, or otherwise not globally routable; a host is refused when ANY of its addresses is.
+IPv4-mapped, NAT64 and 6to4 IPv6 addresses are judged by the IPv4 address they carry. An
+operator opens exceptions with A2A_PUSH_ALLOWED_HOSTS (exact names) and
+A2A_PUSH_ALLOWED_NETWORKS (CIDRs); the settings are read on every check, not cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+import socket
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+import anyio.to_thread
+import httpcore
+import httpx
+from django.conf import settings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# Instance metadata services hand out cloud credentials: the prize of most SSRF attacks.
+# (Most of them are also link-local, private or shared addresses; naming them says why.)
+METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, ...
+        "169.254.170.2",  # AWS ECS task credentials
+        "169.254.170.23",  # AWS EKS pod identity
+        "fd00:ec2::254",  # AWS over IPv6
+        "fd00:ec2::23",  # AWS EKS pod identity over IPv6
+        "100.100.100.200",  # Alibaba Cloud
+        "192.0.0.192",  # Oracle Cloud (globally routable on paper, hence listed)
+    )
+)
+_PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
+)
+_SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_HOST_CHARACTERS = re.compile(r"[A-Za-z0-9._:-]+")  # names, IPv4 and IPv6 literals
+_DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's
+
+
+class UnsafeUrl(Exception):
+    """A push URL the guard refuses; `reason` is one sentence fit to show the tenant."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def url_check(url: str) -> None:
+    """Raise UnsafeUrl unless `url` is an http(s) URL whose host resolves to allowed addresses.
+
+    Blocking (it resolves the host): from async code, call it through sync_to_async.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise UnsafeUrl(f"push URL is not a valid URL: {exc}.") from None
+    if parsed.scheme not in ("http", "https"):
+        raise UnsafeUrl(
+            f"push URL scheme {parsed.scheme!r} is not allowed; use an http or https URL."
+            if parsed.scheme
+            else "push URL must be an absolute http or https URL."
+        )
+    if not parsed.raw_host:
+        raise UnsafeUrl("push URL has no host.")
+    if parsed.userinfo:
+        raise UnsafeUrl(
+            "push URL must not carry a user name or password; send credentials in the "
+            "config's authentication instead."
+        )
+    host = parsed.raw_host.decode("ascii")
+    if not _HOST_CHARACTERS.fullmatch(host):  # httpx percent-encodes what it cannot place
+        raise UnsafeUrl(f"push URL host {host!r} is not a valid host name.")
+    port = parsed.port if parsed.port is not None else 443 if parsed.scheme == "https" else 80
+    if not 0 < port < 65536:
+        raise UnsafeUrl(f"push URL port {port} is out of range (1-65535).")
+    _resolve(host, port)
+
+
+def guarded_async_client(
+    *, verify: ssl.SSLContext | bool = True, **kwargs: Any
+) -> httpx.AsyncClient:
+    """An httpx.AsyncClient whose every connection passes the SSRF guard.
+
+    Redirects are not followed: a 3xx is the delivery's answer, recorded as it came. (A
+    caller that follows one anyway per request is still guarded: each hop's connection is
+    checked.) Connecting to a refused address raises UnsafeUrl, not an httpx error; a host
+    that does not resolve raises httpx.ConnectError, which may heal on retry. No proxy from
+    the environment and no .netrc are used: the guard checks the address it connects to.
+    `verify` is httpx's (True, False, or an SSLContext); other keyword arguments go to
+    httpx.AsyncClient (headers, timeout: A2A_PUSH_TIMEOUT_SECONDS unless given).
+    """
+    transport = GuardedAsyncTransport(verify=verify)
+    return httpx.AsyncClient(**_client_kwargs(kwargs), transport=transport)
+
+
+def guarded_client(*, verify: ssl.SSLContext | bool = True, **kwargs: Any) -> httpx.Client:
+    """The synchronous twin of guarded_async_client, with the same guarantees."""
+    return httpx.Client(**_client_kwargs(kwargs), transport=GuardedTransport(verify=verify))
+
+
+def _client_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    # Each of these would route requests around the guarded transport or re-enable redirects.
+    for key in ("transport", "mounts", "proxy", "follow_redirects", "trust_env", "app", "http2"):
+        if key in kwargs:
+            raise TypeError(f"guarded clients decide {key!r} themselves")
+    kwargs.setdefault("timeout", httpx.Timeout(settings.A2A_PUSH_TIMEOUT_SECONDS))
+    return {**kwargs, "follow_redirects": False, "trust_env": False}
+
+
+class GuardedAsyncTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport, with a connection pool whose network backend checks every connect."""
+
+    def __init__(
+        self, *, verify: ssl.SSLContext | bool = True, limits: httpx.Limits | None = None
+    ) -> None:
+        limits = limits or _DEFAULT_LIMITS
+        # The parent's __init__ would build a pool without our backend (httpx exposes no
+        # hook for it); the parent's methods use nothing but self._pool.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(verify=verify),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_GuardedAsyncBackend(),
+        )
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    """The synchronous twin of GuardedAsyncTransport."""
+
+    def __init__(
+        self, *, verify: ssl.SSLContext | bool = True, limits: httpx.Limits | None = None
+    ) -> None:
+        limits = limits or _DEFAULT_LIMITS
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(verify=verify),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_GuardedBackend(),
+        )
+
+
+class _GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await anyio.to_thread.run_sync(_resolve_for_connect, host, port)
+        error: Exception | None = None
+        for address in addresses:  # each one checked; the first that answers wins
+            try:
+                return await self._inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                error = exc
+        assert error is not None
+        raise error
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise UnsafeUrl("push deliveries never use Unix sockets.")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _GuardedBackend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        error: Exception | None = None
+        for address in _resolve_for_connect(host, port):
+            try:
+                return self._inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                error = exc
+        assert error is not None
+        raise error
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        raise UnsafeUrl("push deliveries never use Unix sockets.")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _resolve_for_connect(host: str, port: int) -> list[str]:
+    # At delivery a name that stopped resolving is a network failure (retry may heal it),
+    # not a verdict on the URL; a refused address stays UnsafeUrl.
+    try:
+        return _resolve(host, port)
+    except _Unresolvable as exc:
+        raise httpcore.ConnectError(str(exc)) from None
+
+
+class _Unresolvable(UnsafeUrl):
+    pass
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    """Every address of `host`, checked; raise UnsafeUrl if any is refused."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise _Unresolvable(f"push URL host {host!r} does not resolve ({exc}).") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if host.rstrip(".").lower() in _allowed_hosts():
+        return addresses
+    for address in addresses:
+        problem = address_problem(ipaddress.ip_address(address))
+        if problem:
+            where = (
+                f"push URL address {address} is"
+                if address == host
+                else f"push URL host {host!r} resolves to {address},"
+            )
+            raise UnsafeUrl(
+                f"{where} {problem}; push URLs must reach the public internet (an operator "
+                "can allowlist it with A2A_PUSH_ALLOWED_NETWORKS or A2A_PUSH_ALLOWED_HOSTS)."
+            )
+    return addresses
+
+
+def address_problem(address: IPAddress) -> str:
+    """What makes `address` unfit for a push delivery ('' when nothing does)."""
+    embedded = _embedded_ipv4(address)
+    if any(
+        a in network
+        for a in (address, embedded)
+        if a is not None
+        for network in _allowed_networks()
+    ):
+        return ""
+    if embedded is not None:
+        problem = address_problem(embedded)
+        return f"{problem} (it carries {embedded})" if problem else ""
+    if address in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if address.is_unspecified:
+        return "an unspecified address"
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_link_local:
+        return "a link-local address"
+    if address.is_multicast:
+        return "a multicast address"
+    if address in _SHARED_ADDRESS_SPACE:
+        return "a shared (carrier-grade NAT) address"
+    if any(address in network for network in _PRIVATE_NETWORKS):
+        return "a private address"
+    if address.is_reserved:
+        return "a reserved address"
+    if not address.is_global:
+        return "not a globally routable address"
+    return ""
+
+
+def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.sixtofour
+
+
+def _allowed_hosts() -> frozenset[str]:
+    return frozenset(h.rstrip(".").lower() for h in settings.A2A_PUSH_ALLOWED_HOSTS)
+
+
+def _allowed_networks() -> tuple[IPNetwork, ...]:
+    return _parse_networks(tuple(settings.A2A_PUSH_ALLOWED_NETWORKS))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_networks(networks: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    return tuple(ipaddress.ip_network(n) for n in networks)
