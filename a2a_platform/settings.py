@@ -368,10 +368,22 @@ A2A_PUSH_ALLOWED_HOSTS = _push_allowed_hosts("A2A_PUSH_ALLOWED_HOSTS")
 A2A_PUSH_ALLOWED_NETWORKS = _push_allowed_networks("A2A_PUSH_ALLOWED_NETWORKS")
 A2A_PUSH_TIMEOUT_SECONDS = _positive_float("A2A_PUSH_TIMEOUT_SECONDS", 10.0)
 
+# --- Push delivery: retries with exponential backoff and full jitter ---
+# Defaults: 12 attempts, 30 s doubling up to 6 h between them, about 20 hours in all.
+A2A_PUSH_MAX_ATTEMPTS = _positive_int("A2A_PUSH_MAX_ATTEMPTS", 12)
+A2A_PUSH_BACKOFF_BASE_SECONDS = _positive_float("A2A_PUSH_BACKOFF_BASE_SECONDS", 30.0)
+A2A_PUSH_BACKOFF_MAX_SECONDS = _positive_float("A2A_PUSH_BACKOFF_MAX_SECONDS", 6 * 3600.0)
+# How often beat looks for due deliveries (and deliveries a dead worker left half-sent).
+A2A_PUSH_DISPATCH_INTERVAL_SECONDS = _positive_float("A2A_PUSH_DISPATCH_INTERVAL_SECONDS", 15.0)
+
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-tasks": {
         "task": "tasks_app.tasks.reap_stuck_tasks_task",
         "schedule": A2A_REAPER_INTERVAL_SECONDS,
+    },
+    "dispatch-due-push-deliveries": {
+        "task": "push_app.tasks.push_dispatch_due_task",
+        "schedule": A2A_PUSH_DISPATCH_INTERVAL_SECONDS,
     },
 }
 

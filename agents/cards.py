@@ -55,7 +55,9 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
             )
         ],
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=False, extended_agent_card=True
+            streaming=True,
+            push_notifications=agent.push_notifications,
+            extended_agent_card=True,
         ),
         default_input_modes=agent.default_input_modes or ["text/plain"],
         default_output_modes=agent.default_output_modes or ["text/plain"],

@@ -47,6 +47,9 @@ class Agent(models.Model):
     default_output_modes = models.JSONField(default=list, blank=True)
     executor_kind = models.CharField(max_length=50)
     executor_config = models.JSONField(default=dict, blank=True)
+    # Push notification webhooks (the card's capabilities.pushNotifications); off, every push
+    # call answers PushNotificationNotSupported.
+    push_notifications = models.BooleanField(default=True)
     visibility = models.CharField(
         max_length=10, choices=Visibility.choices, default=Visibility.PRIVATE
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ from a2a.types import a2a_pb2_grpc as pb10_grpc
 from a2a.utils.errors import A2A_ERROR_REASONS
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, empty_pb2
 from google.protobuf.json_format import MessageToDict, SerializeToJsonError
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
@@ -37,7 +38,6 @@ from tasks_app.errors import (
     A2AError,
     InternalError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     VersionNotSupportedError,
     grpc_status,
 )
@@ -45,15 +45,18 @@ from tasks_app.operations import (
     Caller,
     Stream,
     cancel_task,
+    create_push_config,
+    delete_push_config,
     get_extended_card,
+    get_push_config,
     get_task,
+    list_push_configs,
     list_tasks,
     requested_extensions,
     send_message,
     send_message_stream,
     subscribe_to_task,
 )
-from tasks_app.selectors import task_get_row
 from tasks_app.wire import contains_nul
 
 from .routing import route_call
@@ -131,7 +134,12 @@ class _Service:
             metadata=metadata, tenant=tenant, task_id=task_id
         )
         extensions = requested_extensions(*(v for k, v in pairs if k in EXTENSION_KEYS))
-        return Caller(agent=route.agent, principal=route.principal, extensions=extensions)
+        return Caller(
+            agent=route.agent,
+            principal=route.principal,
+            extensions=extensions,
+            dialect=self.dialect,
+        )
 
     async def unary(self, context: Context, call: Callable[[], Awaitable[R]]) -> R:
         try:
@@ -156,20 +164,6 @@ class _Service:
         except Exception as exc:
             status = _status_of(exc, self.dialect)
             await context.abort(status.code, status.details, status.trailing_metadata)
-
-    @staticmethod
-    async def check_task(caller: Caller, task_id: str) -> None:
-        """The task is the caller's (TaskNotFound otherwise), before anything is said about it."""
-        if task_id:
-            await database_sync_to_async(task_get_row)(
-                agent=caller.agent, principal=caller.principal, task_id=task_id
-            )
-
-    def push_unsupported(self) -> PushNotificationNotSupportedError:
-        return PushNotificationNotSupportedError(
-            "This agent does not offer push notifications "
-            "(its card declares capabilities.pushNotifications=false)."
-        )
 
 
 class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
@@ -241,19 +235,77 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
 
         return await self.unary(context, call)
 
-    async def _refuse_push(self, request: Any, context: Context) -> Any:
-        async def call() -> Any:
-            task_id = getattr(request, "task_id", "")
-            caller = await self.caller(context, request, tenant=request.tenant, task_id=task_id)
-            await self.check_task(caller, task_id)
-            raise self.push_unsupported()
+    async def CreateTaskPushNotificationConfig(
+        self, request: pb10.TaskPushNotificationConfig, context: Context
+    ) -> Any:
+        async def call() -> pb10.TaskPushNotificationConfig:
+            caller = await self.caller(
+                context, request, tenant=request.tenant, task_id=request.task_id
+            )
+            return await create_push_config(caller, request, dialect=V1_0)
 
         return await self.unary(context, call)
 
-    CreateTaskPushNotificationConfig = _refuse_push
-    GetTaskPushNotificationConfig = _refuse_push
-    ListTaskPushNotificationConfigs = _refuse_push
-    DeleteTaskPushNotificationConfig = _refuse_push
+    async def GetTaskPushNotificationConfig(
+        self, request: pb10.GetTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        async def call() -> pb10.TaskPushNotificationConfig:
+            caller = await self.caller(
+                context, request, tenant=request.tenant, task_id=request.task_id
+            )
+            return await get_push_config(caller, request.task_id, request.id, tenant=request.tenant)
+
+        return await self.unary(context, call)
+
+    async def ListTaskPushNotificationConfigs(
+        self, request: pb10.ListTaskPushNotificationConfigsRequest, context: Context
+    ) -> Any:
+        async def call() -> pb10.ListTaskPushNotificationConfigsResponse:
+            caller = await self.caller(
+                context, request, tenant=request.tenant, task_id=request.task_id
+            )
+            return await list_push_configs(caller, request)
+
+        return await self.unary(context, call)
+
+    async def DeleteTaskPushNotificationConfig(
+        self, request: pb10.DeleteTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        async def call() -> empty_pb2.Empty:
+            caller = await self.caller(
+                context, request, tenant=request.tenant, task_id=request.task_id
+            )
+            await delete_push_config(caller, request.task_id, request.id, tenant=request.tenant)
+            return empty_pb2.Empty()
+
+        return await self.unary(context, call)
+
+
+# v0.3 resource names of push configs: a task (`tasks/{id}`) and one config of it.
+_V03_TASK_NAME = re.compile(r"tasks/([^/]+)")
+_V03_PUSH_CONFIG_NAME = re.compile(r"tasks/([^/]+)/pushNotificationConfigs/([^/]+)")
+
+
+def _v03_task_name(name: str, field: str) -> str:
+    """The task id of a `tasks/{id}` resource name."""
+    match = _V03_TASK_NAME.fullmatch(name)
+    if match is None:
+        raise InvalidParamsError(f"'{field}' {name[:200]!r} is not a task: use 'tasks/{{id}}'.")
+    return match.group(1)
+
+
+def _v03_config_name(name: str, *, config_optional: bool = False) -> tuple[str, str]:
+    """The task and config ids of a `tasks/{id}/pushNotificationConfigs/{configId}` name;
+    `config_optional`: a bare `tasks/{id}` names the task's first config (v0.3 get)."""
+    match = _V03_PUSH_CONFIG_NAME.fullmatch(name)
+    if match is not None:
+        return match.group(1), match.group(2)
+    if config_optional and (task := _V03_TASK_NAME.fullmatch(name)) is not None:
+        return task.group(1), ""
+    raise InvalidParamsError(
+        f"'name' {name[:200]!r} is not a push notification config: use "
+        "'tasks/{id}/pushNotificationConfigs/{configId}'."
+    )
 
 
 class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
@@ -324,21 +376,57 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
 
         return await self.unary(context, call)
 
-    async def _refuse_push(self, request: Any, context: Context) -> Any:
-        async def call() -> Any:
-            # Resource names: `tasks/{id}` (parent) or `tasks/{id}/pushNotificationConfigs/...`.
-            name = getattr(request, "parent", "") or getattr(request, "name", "")
-            task_id = name.split("/")[1] if name.startswith("tasks/") else ""
+    async def CreateTaskPushNotificationConfig(
+        self, request: pb03.CreateTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        async def call() -> pb03.TaskPushNotificationConfig:
+            task_id = _v03_task_name(request.parent, "parent")
             caller = await self.caller(context, request, task_id=task_id)
-            await self.check_task(caller, task_id)
-            raise self.push_unsupported()
+            config = dialects.v03pb_push_config_request(request)
+            created = await create_push_config(caller, config, dialect=V0_3)
+            return dialects.v03pb_push_config(created)
 
         return await self.unary(context, call)
 
-    CreateTaskPushNotificationConfig = _refuse_push
-    GetTaskPushNotificationConfig = _refuse_push
-    ListTaskPushNotificationConfig = _refuse_push
-    DeleteTaskPushNotificationConfig = _refuse_push
+    async def GetTaskPushNotificationConfig(
+        self, request: pb03.GetTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        async def call() -> pb03.TaskPushNotificationConfig:
+            task_id, config_id = _v03_config_name(request.name, config_optional=True)
+            caller = await self.caller(context, request, task_id=task_id)
+            return dialects.v03pb_push_config(await get_push_config(caller, task_id, config_id))
+
+        return await self.unary(context, call)
+
+    async def ListTaskPushNotificationConfig(
+        self, request: pb03.ListTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        async def call() -> pb03.ListTaskPushNotificationConfigResponse:
+            task_id = _v03_task_name(request.parent, "parent")
+            caller = await self.caller(context, request, task_id=task_id)
+            response = await list_push_configs(
+                caller,
+                pb10.ListTaskPushNotificationConfigsRequest(
+                    task_id=task_id, page_size=request.page_size, page_token=request.page_token
+                ),
+            )
+            return pb03.ListTaskPushNotificationConfigResponse(
+                configs=[dialects.v03pb_push_config(c) for c in response.configs],
+                next_page_token=response.next_page_token,
+            )
+
+        return await self.unary(context, call)
+
+    async def DeleteTaskPushNotificationConfig(
+        self, request: pb03.DeleteTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        async def call() -> empty_pb2.Empty:
+            task_id, config_id = _v03_config_name(request.name)
+            caller = await self.caller(context, request, task_id=task_id)
+            await delete_push_config(caller, task_id, config_id)
+            return empty_pb2.Empty()
+
+        return await self.unary(context, call)
 
 
 def _v03_event(item: Any) -> pb03.StreamResponse:

@@ -1,4 +1,4 @@
-"""App config for push notifications (configs, outbox, delivery): models arrive with that issue."""
+"""App config for push notifications: configs, the delivery outbox, Celery delivery."""
 
 from django.apps import AppConfig
 

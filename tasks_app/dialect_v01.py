@@ -452,7 +452,7 @@ def v01_card_json(card: AgentCard) -> dict[str, Any]:
         result["documentationUrl"] = card.documentation_url
     result["capabilities"] = {
         "streaming": card.capabilities.streaming,
-        "pushNotifications": card.capabilities.push_notifications,
+        "pushNotifications": False,  # v0.1's tasks/pushNotification/{get,set} stay refused
         # TaskEvent keeps every transition, but v0.1 has no method that returns them.
         "stateTransitionHistory": False,
     }

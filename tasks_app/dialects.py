@@ -19,6 +19,7 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
+    TaskPushNotificationConfig,
 )
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
@@ -224,13 +225,38 @@ def v03pb_task(task: TaskProto) -> pb03.Task:
     return proto03.ToProto.task(conversions.to_compat_task(task))
 
 
-def v03pb_event(response: Any, *, final: bool) -> pb03.StreamResponse:
-    """One stream event (a v1.0 StreamResponse) as v0.3's; v0.3 marks the last one `final`."""
+def v03_event(response: Any, *, final: bool) -> Any:
+    """One stream event (a v1.0 StreamResponse) as v0.3's model; v0.3 marks the status update
+    that ends a stream `final` (input-required ends one too)."""
     event = conversions.to_compat_stream_response(response).result
     if isinstance(event, v03.TaskStatusUpdateEvent):
         event.final = final
-    return proto03.ToProto.stream_response(event)
+    return event
+
+
+def v03pb_event(response: Any, *, final: bool) -> pb03.StreamResponse:
+    return proto03.ToProto.stream_response(v03_event(response, final=final))
 
 
 def v03pb_card(card: AgentCard) -> pb03.AgentCard:
     return proto03.ToProto.agent_card(conversions.to_compat_agent_card(card))
+
+
+def v03pb_push_config_request(
+    request: pb03.CreateTaskPushNotificationConfigRequest,
+) -> TaskPushNotificationConfig:
+    """v0.3's create request (`parent: tasks/{id}`, the config, an optional `config_id`)."""
+    compat = _v03_proto_convert(
+        "CreateTaskPushNotificationConfigRequest",
+        proto03.FromProto.task_push_notification_config_request,
+        request,
+    )
+    core = conversions.to_core_task_push_notification_config(compat)
+    if not core.id and request.config_id:
+        core.id = request.config_id
+    return core
+
+
+def v03pb_push_config(config: TaskPushNotificationConfig) -> pb03.TaskPushNotificationConfig:
+    compat = conversions.to_compat_task_push_notification_config(config)
+    return proto03.ToProto.task_push_notification_config(compat)

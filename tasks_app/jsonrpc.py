@@ -13,11 +13,15 @@ from typing import Any
 
 from a2a.types import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     SendMessageRequest,
     SendMessageResponse,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
 )
 from a2a.types import Task as TaskProto
 from channels.db import database_sync_to_async
@@ -41,14 +45,17 @@ from .errors import (
     InvalidRequestError,
     JSONParseError,
     MethodNotFoundError,
-    PushNotificationNotSupportedError,
     jsonrpc_error,
 )
 from .operations import (
     Caller,
     cancel_task,
+    create_push_config,
+    delete_push_config,
     get_extended_card,
+    get_push_config,
     get_task,
+    list_push_configs,
     list_tasks,
     requested_extensions,
     send_message,
@@ -64,13 +71,6 @@ logger = logging.getLogger(__name__)
 
 
 Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
-
-
-def _push_unsupported(method: str) -> A2AError:
-    return PushNotificationNotSupportedError(
-        f"{method}: this agent does not offer push notifications "
-        "(its card declares capabilities.pushNotifications=false)."
-    )
 
 
 # --- v1.0 -----------------------------------------------------------------------------
@@ -114,6 +114,27 @@ async def v10_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     request = dialects.v10_params(params, SubscribeToTaskRequest)
     stream = await subscribe_to_task(call, request.id, call.last_event_id, tenant=request.tenant)
     return SseStream(stream, _v10_event)
+
+
+async def v10_push_create(call: Caller, params: dict[str, Any]) -> Any:
+    config = dialects.v10_params(params, TaskPushNotificationConfig)
+    return _dict(await create_push_config(call, config, dialect=V1_0))
+
+
+async def v10_push_get(call: Caller, params: dict[str, Any]) -> Any:
+    request = dialects.v10_params(params, GetTaskPushNotificationConfigRequest)
+    return _dict(await get_push_config(call, request.task_id, request.id, tenant=request.tenant))
+
+
+async def v10_push_list(call: Caller, params: dict[str, Any]) -> Any:
+    request = dialects.v10_params(params, ListTaskPushNotificationConfigsRequest)
+    return _dict(await list_push_configs(call, request))
+
+
+async def v10_push_delete(call: Caller, params: dict[str, Any]) -> Any:
+    request = dialects.v10_params(params, DeleteTaskPushNotificationConfigRequest)
+    await delete_push_config(call, request.task_id, request.id, tenant=request.tenant)
+    return {}
 
 
 def _v10_event(item: StreamItem) -> Any:
@@ -179,11 +200,45 @@ async def v03_resubscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     )
 
 
+async def v03_push_set(call: Caller, params: dict[str, Any]) -> Any:
+    method = "tasks/pushNotificationConfig/set"
+    request = dialects.v03_request(v03.SetTaskPushNotificationConfigRequest, method, params)
+    core = dialects.v03_convert(
+        method, conversions.to_core_create_task_push_notification_config_request, request
+    )
+    config = await create_push_config(call, core, dialect=V0_3)
+    return dialects.v03_dump(conversions.to_compat_task_push_notification_config(config))
+
+
+async def v03_push_get(call: Caller, params: dict[str, Any]) -> Any:
+    method = "tasks/pushNotificationConfig/get"
+    request = dialects.v03_request(v03.GetTaskPushNotificationConfigRequest, method, params)
+    core = conversions.to_core_get_task_push_notification_config_request(request)
+    config = await get_push_config(call, core.task_id, core.id)
+    return dialects.v03_dump(conversions.to_compat_task_push_notification_config(config))
+
+
+async def v03_push_list(call: Caller, params: dict[str, Any]) -> Any:
+    method = "tasks/pushNotificationConfig/list"
+    request = dialects.v03_request(v03.ListTaskPushNotificationConfigRequest, method, params)
+    core = conversions.to_core_list_task_push_notification_config_request(request)
+    response = await list_push_configs(call, core)
+    return [
+        dialects.v03_dump(conversions.to_compat_task_push_notification_config(c))
+        for c in response.configs
+    ]
+
+
+async def v03_push_delete(call: Caller, params: dict[str, Any]) -> Any:
+    method = "tasks/pushNotificationConfig/delete"
+    request = dialects.v03_request(v03.DeleteTaskPushNotificationConfigRequest, method, params)
+    core = conversions.to_core_delete_task_push_notification_config_request(request)
+    await delete_push_config(call, core.task_id, core.id)
+    return None
+
+
 def _v03_event(item: StreamItem) -> Any:
-    event = conversions.to_compat_stream_response(item.response).result
-    if isinstance(event, v03.TaskStatusUpdateEvent):
-        event.final = item.final  # v0.3 marks the last event; input-required ends a stream too
-    return dialects.v03_dump(event)
+    return dialects.v03_dump(dialects.v03_event(item.response, final=item.final))
 
 
 # --- v0.1 (the non-streaming methods live in dialect_v01) -------------------------------
@@ -219,13 +274,6 @@ def _v01_renderer(known_artifacts: list[str] | None = None) -> Callable[[StreamI
     return render
 
 
-def _refuse(error: Callable[[str], A2AError], method: str) -> Handler:
-    async def handler(call: Caller, params: dict[str, Any]) -> Any:
-        raise error(method)
-
-    return handler
-
-
 STREAMING_METHODS = frozenset(
     {
         "SendStreamingMessage",
@@ -245,15 +293,10 @@ METHODS: dict[str, dict[str, Handler]] = {
         "GetExtendedAgentCard": v10_extended_card,
         "SendStreamingMessage": v10_send_streaming,
         "SubscribeToTask": v10_subscribe,
-        **{
-            name: _refuse(_push_unsupported, name)
-            for name in (
-                "CreateTaskPushNotificationConfig",
-                "GetTaskPushNotificationConfig",
-                "ListTaskPushNotificationConfigs",
-                "DeleteTaskPushNotificationConfig",
-            )
-        },
+        "CreateTaskPushNotificationConfig": v10_push_create,
+        "GetTaskPushNotificationConfig": v10_push_get,
+        "ListTaskPushNotificationConfigs": v10_push_list,
+        "DeleteTaskPushNotificationConfig": v10_push_delete,
     },
     V0_3: {
         "message/send": v03_send,
@@ -263,15 +306,10 @@ METHODS: dict[str, dict[str, Handler]] = {
         "agent/getAuthenticatedExtendedCard": v03_extended_card,
         "message/stream": v03_stream,
         "tasks/resubscribe": v03_resubscribe,
-        **{
-            name: _refuse(_push_unsupported, name)
-            for name in (
-                "tasks/pushNotificationConfig/set",
-                "tasks/pushNotificationConfig/get",
-                "tasks/pushNotificationConfig/list",
-                "tasks/pushNotificationConfig/delete",
-            )
-        },
+        "tasks/pushNotificationConfig/set": v03_push_set,
+        "tasks/pushNotificationConfig/get": v03_push_get,
+        "tasks/pushNotificationConfig/list": v03_push_list,
+        "tasks/pushNotificationConfig/delete": v03_push_delete,
     },
     V0_1: {
         **dialect_v01.V01_METHODS,
@@ -488,6 +526,7 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         principal=principal,
         last_event_id=request.headers.get("Last-Event-ID"),
         extensions=requested_extensions(request.headers.get("A2A-Extensions")),
+        dialect=dialect,
     )
 
     try:

@@ -27,6 +27,8 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from google.api import field_behavior_pb2
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
+from push_app.services import MAX_PAGE_SIZE as PUSH_CONFIGS_MAX_PAGE_SIZE
+
 from . import rest
 from .dialects import V0_3, V1_0
 
@@ -356,6 +358,7 @@ class Operation:
     stream_event: Mapping[str, Body] | None = None
     query: tuple[Param, ...] = ()
     list_query: bool = False
+    push_list_query: bool = False
     headers: tuple[Param, ...] = ()
     errors: tuple[int, ...] = ERRORS_READ
     # An example request body per dialect.
@@ -376,10 +379,33 @@ def _hello(message_id: str) -> Mapping[str, dict[str, Any]]:
     }
 
 
-PUSH_REFUSED = (
-    " The platform's agents do not offer push notifications yet: every call answers 400 "
-    "PUSH_NOTIFICATION_NOT_SUPPORTED after authentication."
+PUSH_OFF = (
+    " An agent that does not offer push notifications (its card's "
+    "capabilities.pushNotifications is false) answers 400 PUSH_NOTIFICATION_NOT_SUPPORTED."
 )
+
+
+def _push_list_query(dialect: str) -> list[Param]:
+    """GET pushNotificationConfigs' query parameters: the codec's `push_list_query`."""
+    kinds = {int: _INT32, str: {"type": "string"}}
+    refinements: dict[str, dict[str, Any]] = {
+        "pageSize": {**_INT32, "minimum": 1, "maximum": PUSH_CONFIGS_MAX_PAGE_SIZE},
+    }
+    descriptions = {
+        "pageSize": f"At most this many configs (default and maximum "
+        f"{PUSH_CONFIGS_MAX_PAGE_SIZE}).",
+        "pageToken": "The previous page's `nextPageToken`.",
+    }
+    codec = rest.CODECS[dialect]
+    return [
+        TENANT
+        if name == "tenant"
+        else Param(
+            name, copy.deepcopy(refinements.get(name, kinds[kind])), descriptions.get(name, "")
+        )
+        for name, kind in codec.push_list_query.items()
+    ]
+
 
 OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
     (rest.SendMessageView, "POST"): Operation(
@@ -454,17 +480,26 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
     (rest.PushConfigsView, "GET"): Operation(
         "list_task_push_notification_configs",
         "List a task's push notification configs",
-        PUSH_REFUSED.strip(),
+        "The task's configs, ordered by id, a page at a time (v0.3: `configs`, plus "
+        "`nextPageToken` when there is another page)." + PUSH_OFF,
         response={
             V1_0: lambda s: s.protos.ref(pb10.ListTaskPushNotificationConfigsResponse.DESCRIPTOR),
             V0_3: lambda s: s.protos.ref(pb03.ListTaskPushNotificationConfigResponse.DESCRIPTOR),
         },
+        push_list_query=True,
     ),
     (rest.PushConfigsView, "POST"): Operation(
         "create_task_push_notification_config",
         "Create a push notification config",
-        "Register a webhook for the task's updates." + PUSH_REFUSED,
-        request=proto(pb10.TaskPushNotificationConfig, pb03.TaskPushNotificationConfig),
+        "Register a webhook for the task's updates; a config with the same id is replaced, and "
+        "without an id one is generated. The path names the task: a body naming another is "
+        "refused. v1.0 takes a TaskPushNotificationConfig; v0.3 its "
+        "CreateTaskPushNotificationConfigRequest (`parent` `tasks/{id}`, `configId`, `config`). "
+        "The URL must reach the public internet (400 INVALID_PARAMS says why it does not)."
+        + PUSH_OFF,
+        request=proto(
+            pb10.TaskPushNotificationConfig, pb03.CreateTaskPushNotificationConfigRequest
+        ),
         request_required=True,
         response=proto(pb10.TaskPushNotificationConfig, pb03.TaskPushNotificationConfig),
         errors=ERRORS_BODY,
@@ -472,14 +507,16 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
     (rest.PushConfigView, "GET"): Operation(
         "get_task_push_notification_config",
         "Get a push notification config",
-        PUSH_REFUSED.strip(),
+        PUSH_OFF.strip(),
         response=proto(pb10.TaskPushNotificationConfig, pb03.TaskPushNotificationConfig),
+        query=(TENANT,),
     ),
     (rest.PushConfigView, "DELETE"): Operation(
         "delete_task_push_notification_config",
         "Delete a push notification config",
-        "Answers google.protobuf.Empty (`{}`)." + PUSH_REFUSED,
+        "Answers google.protobuf.Empty (`{}`)." + PUSH_OFF,
         response={V1_0: _empty, V0_3: _empty},
+        query=(TENANT,),
     ),
     (rest.ExtendedCardView, "GET"): Operation(
         "get_extended_agent_card",
@@ -618,6 +655,8 @@ class A2ARestSchema(AutoSchema):
         query = list(self.operation.query)
         if self.operation.list_query:
             query = _list_query(self.dialect)
+        if self.operation.push_list_query:
+            query = _push_list_query(self.dialect)
         version = Param(
             "A2A-Version",
             {"type": "string", "enum": [self.dialect]},

@@ -13,15 +13,19 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.extensions.common import get_requested_extensions
 from a2a.types import (
     AgentCard,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
     StreamResponse,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.types import Message as MessageProto
@@ -34,7 +38,7 @@ from agents.cards import agent_card_build
 from agents.errors import AuthenticationRequired
 from agents.models import Agent
 
-from .errors import InvalidParamsError, UnsupportedOperationError
+from .errors import InvalidParamsError, PushNotificationNotSupportedError, UnsupportedOperationError
 from .models import TERMINAL_STATES
 from .selectors import task_get, task_get_row, task_list, task_send_result, task_snapshot
 from .services import SendOutcome, message_send, task_cancel_request, task_end
@@ -52,6 +56,8 @@ class Caller:
     # The extensions the client asked for (the A2A-Extensions service parameter); the agent's
     # executor sees them as `context.call_context.requested_extensions`.
     extensions: frozenset[str] = frozenset()
+    # The protocol version the call speaks: push configs created by it deliver in its shape.
+    dialect: str = "1.0"
 
 
 def requested_extensions(*values: str | None) -> frozenset[str]:
@@ -88,6 +94,7 @@ async def _send(
         request=request,
         new_task_id=new_task_id,
         extensions=sorted(caller.extensions),
+        push_dialect=caller.dialect,
     )
 
 
@@ -270,3 +277,66 @@ async def get_extended_card(caller: Caller) -> AgentCard:
     if caller.principal.is_anonymous:
         raise AuthenticationRequired("The extended agent card requires an API key.")
     return await database_sync_to_async(agent_card_build)(caller.agent, extended=True)
+
+
+# --- push notification configs --------------------------------------------------------------
+
+
+def _push_services() -> Any:
+    from push_app import services  # push_app's services sit above the task services
+
+    return services
+
+
+def _push_check(caller: Caller) -> None:
+    if not caller.agent.push_notifications:
+        raise PushNotificationNotSupportedError(
+            "This agent does not offer push notifications "
+            "(its card declares capabilities.pushNotifications=false)."
+        )
+
+
+async def create_push_config(
+    caller: Caller, config: TaskPushNotificationConfig, *, dialect: str
+) -> TaskPushNotificationConfig:
+    """Create (or replace, by id) a config; `dialect` shapes what its deliveries carry."""
+    check_tenant(caller, config.tenant)
+    _push_check(caller)
+    return await database_sync_to_async(_push_services().push_config_create)(
+        agent=caller.agent, principal=caller.principal, config=config, dialect=dialect
+    )
+
+
+async def get_push_config(
+    caller: Caller, task_id: str, config_id: str, *, tenant: str = ""
+) -> TaskPushNotificationConfig:
+    """A config by id; with no id (v0.3 allows it), the task's first config."""
+    check_tenant(caller, tenant)
+    _push_check(caller)
+    return await database_sync_to_async(_push_services().push_config_get)(
+        agent=caller.agent, principal=caller.principal, task_id=task_id, config_id=config_id
+    )
+
+
+async def list_push_configs(
+    caller: Caller, request: ListTaskPushNotificationConfigsRequest
+) -> ListTaskPushNotificationConfigsResponse:
+    check_tenant(caller, request.tenant)
+    _push_check(caller)
+    return await database_sync_to_async(_push_services().push_config_list)(
+        agent=caller.agent,
+        principal=caller.principal,
+        task_id=request.task_id,
+        page_size=request.page_size,
+        page_token=request.page_token,
+    )
+
+
+async def delete_push_config(
+    caller: Caller, task_id: str, config_id: str, *, tenant: str = ""
+) -> None:
+    check_tenant(caller, tenant)
+    _push_check(caller)
+    await database_sync_to_async(_push_services().push_config_delete)(
+        agent=caller.agent, principal=caller.principal, task_id=task_id, config_id=config_id
+    )

@@ -17,10 +17,13 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.types import AgentCard as AgentCardProto
 from a2a.types import (
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
     SendMessageResponse,
+    TaskPushNotificationConfig,
 )
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
@@ -52,15 +55,18 @@ from .errors import (
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
-    PushNotificationNotSupportedError,
     VersionNotSupportedError,
     http_status,
 )
 from .operations import (
     Caller,
     cancel_task,
+    create_push_config,
+    delete_push_config,
     get_extended_card,
+    get_push_config,
     get_task,
+    list_push_configs,
     list_tasks,
     requested_extensions,
     send_message,
@@ -204,8 +210,38 @@ class Codec:
     def card(self, card: AgentCardProto) -> Any:
         raise NotImplementedError
 
+    def push_create_request(self, task_id: str, body: Any) -> TaskPushNotificationConfig:
+        """The config a POST tasks/{id}/pushNotificationConfigs body asks for, on the path's
+        task: a body that names another task is invalid."""
+        raise NotImplementedError
+
+    def push_config(self, config: TaskPushNotificationConfig) -> Any:
+        raise NotImplementedError
+
+    def push_list_request(
+        self, task_id: str, query: dict[str, Any]
+    ) -> ListTaskPushNotificationConfigsRequest:
+        request = ListTaskPushNotificationConfigsRequest(task_id=task_id)
+        request.page_size = query.get("pageSize", 0)
+        request.page_token = query.get("pageToken", "")
+        request.tenant = query.get("tenant", "")
+        return request
+
+    def push_list_result(self, response: ListTaskPushNotificationConfigsResponse) -> Any:
+        raise NotImplementedError
+
+    def push_deleted(self) -> Any:
+        """What DELETE answers: google.protobuf.Empty in both dialects."""
+        return {}
+
     # The typed query parameters of GET /tasks, as this dialect names them.
     list_query: ClassVar[dict[str, type]]
+    # ... and of GET tasks/{id}/pushNotificationConfigs.
+    push_list_query: ClassVar[dict[str, type]] = {
+        "pageSize": int,
+        "pageToken": str,
+        "tenant": str,
+    }
 
 
 # GET tasks' query parameters in both dialects; each adds its own timestamp filter.
@@ -256,6 +292,21 @@ class V10Codec(Codec):
     def card(self, card: AgentCardProto) -> Any:
         return _proto_dict(card)
 
+    def push_create_request(self, task_id: str, body: Any) -> TaskPushNotificationConfig:
+        config = dialects.v10_params(_object(body), TaskPushNotificationConfig)
+        if config.task_id not in ("", task_id):
+            raise InvalidParamsError(
+                f"The body names task {config.task_id[:100]!r} but the path names {task_id!r}."
+            )
+        config.task_id = task_id
+        return config
+
+    def push_config(self, config: TaskPushNotificationConfig) -> Any:
+        return _proto_dict(config)
+
+    def push_list_result(self, response: ListTaskPushNotificationConfigsResponse) -> Any:
+        return _proto_dict(response)
+
 
 class V03Codec(Codec):
     """v0.3 REST speaks the JSON form of the v0.3 protos (`a2a.v1` in the SDK's compat
@@ -297,6 +348,30 @@ class V03Codec(Codec):
 
     def card(self, card: AgentCardProto) -> Any:
         return _proto_dict(dialects.v03pb_card(card))
+
+    def push_create_request(self, task_id: str, body: Any) -> TaskPushNotificationConfig:
+        # v0.3's CreateTaskPushNotificationConfigRequest: `parent` (tasks/{id}), `configId`
+        # and the `config`; the SDK's v0.3 client sends them in their proto field names.
+        request = _v03_proto(_object(body), pb03.CreateTaskPushNotificationConfigRequest)
+        parent = f"tasks/{task_id}"
+        if request.parent not in ("", parent):
+            raise InvalidParamsError(
+                f"The body's parent {request.parent[:100]!r} is not this path's task ({parent!r})."
+            )
+        request.parent = parent
+        return dialects.v03pb_push_config_request(request)
+
+    def push_config(self, config: TaskPushNotificationConfig) -> Any:
+        return _proto_dict(dialects.v03pb_push_config(config))
+
+    def push_list_result(self, response: ListTaskPushNotificationConfigsResponse) -> Any:
+        # v0.3's ListTaskPushNotificationConfigResponse, `configs` present even when empty.
+        result: dict[str, Any] = {
+            "configs": [self.push_config(config) for config in response.configs]
+        }
+        if response.next_page_token:
+            result["nextPageToken"] = response.next_page_token
+        return result
 
 
 CODECS: dict[str, Codec] = {V1_0: V10Codec(), V0_3: V03Codec()}
@@ -395,6 +470,7 @@ class A2AView(APIView):
             principal=principal,
             last_event_id=request.headers.get("Last-Event-ID"),
             extensions=requested_extensions(request.headers.get("A2A-Extensions")),
+            dialect=self.dialect,
         )
 
     def _check_version(self, request: Request) -> None:
@@ -521,24 +597,48 @@ class SubscribeView(A2AView):
         return await self.get(request, task_id, **kwargs)
 
 
+def _config_id(config_id: str) -> str:
+    if "\x00" in config_id:  # what the database cannot even compare
+        raise InvalidParamsError("The config id must not contain U+0000.")
+    return config_id
+
+
 class PushConfigsView(A2AView):
-    """Push notification configs: this agent offers none until push is wired."""
+    """A task's push notification configs: create one (POST), list them (GET)."""
 
     http_method_names: ClassVar[list[str]] = ["get", "post"]
 
-    async def refuse(self, request: Request, **kwargs: Any) -> Response:
-        await self.caller(request)
-        raise PushNotificationNotSupportedError(
-            "This agent does not offer push notifications "
-            "(its card declares capabilities.pushNotifications=false)."
-        )
+    async def post(self, request: Request, task_id: str, **kwargs: Any) -> Response:
+        call = await self.caller(request)
+        config = self.codec.push_create_request(task_id, self.body(request))
+        created = await create_push_config(call, config, dialect=self.dialect)
+        return Response(self.codec.push_config(created))
 
-    get = post = refuse
+    async def get(self, request: Request, task_id: str, **kwargs: Any) -> Response:
+        call = await self.caller(request)
+        query = _typed_query(request, self.codec.push_list_query)
+        list_request = self.codec.push_list_request(task_id, query)
+        return Response(self.codec.push_list_result(await list_push_configs(call, list_request)))
 
 
-class PushConfigView(PushConfigsView):
+class PushConfigView(A2AView):
+    """One push notification config: get it, delete it."""
+
     http_method_names: ClassVar[list[str]] = ["get", "delete"]
-    delete = PushConfigsView.refuse
+
+    async def get(self, request: Request, task_id: str, config_id: str, **kwargs: Any) -> Response:
+        call = await self.caller(request)
+        tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
+        config = await get_push_config(call, task_id, _config_id(config_id), tenant=tenant)
+        return Response(self.codec.push_config(config))
+
+    async def delete(
+        self, request: Request, task_id: str, config_id: str, **kwargs: Any
+    ) -> Response:
+        call = await self.caller(request)
+        tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
+        await delete_push_config(call, task_id, _config_id(config_id), tenant=tenant)
+        return Response(self.codec.push_deleted())
 
 
 class ExtendedCardView(A2AView):

@@ -67,6 +67,7 @@ def message_send(
     request: SendMessageRequest,
     new_task_id: uuid.UUID | None = None,
     extensions: list[str] | None = None,
+    push_dialect: str = "1.0",
 ) -> SendOutcome:
     """Create a task or continue one with the user's message, then queue the agent run.
 
@@ -123,6 +124,11 @@ def message_send(
                     )
             except IntegrityError:
                 raise taken from None
+        if request.configuration.HasField("task_push_notification_config"):
+            from push_app.services import push_config_set
+
+            config = request.configuration.task_push_notification_config
+            push_config_set(task=task, config=config, dialect=push_dialect, checked=True)
         stored = MessageProto()
         stored.CopyFrom(message)
         stored.task_id = str(task.id)
@@ -199,9 +205,15 @@ def _message_validate(*, agent: Agent, request: SendMessageRequest) -> None:
                 f"({', '.join(offered)})."
             )
         if configuration.HasField("task_push_notification_config"):
-            raise PushNotificationNotSupportedError(
-                "This agent does not offer push notifications yet."
-            )
+            if not agent.push_notifications:
+                raise PushNotificationNotSupportedError(
+                    "configuration.taskPushNotificationConfig: this agent does not offer push "
+                    "notifications (its card declares capabilities.pushNotifications=false)."
+                )
+            from push_app.services import push_url_validate
+
+            # Checked before the transaction: resolving the host must not hold the task's lock.
+            push_url_validate(configuration.task_push_notification_config.url)
 
 
 def _media_type_matches(media_type: str, accepted: list[str]) -> bool:
@@ -229,10 +241,13 @@ def _history_append(task: Task, message: MessageProto) -> int:
 
 
 def _event_append(task: Task, kind: str, response: StreamResponse) -> int:
+    from push_app.services import push_outbox_add
+
     task.last_seq += 1
-    TaskEvent.objects.create(
+    event = TaskEvent.objects.create(
         task=task, seq=task.last_seq, kind=kind, state=task.state, data=_dict(response)
     )
+    push_outbox_add(task=task, event=event)  # the event's deliveries, in its transaction
     task_pk, seq = task.pk, task.last_seq
     transaction.on_commit(lambda: ring(task_pk, seq))
     return seq

@@ -148,6 +148,10 @@ def live_platform(
         "DATABASE_URL": database_url,
         "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
         "A2A_GRPC_PUBLIC_ADDRESS": grpc_address,
+        # Push webhooks go to receivers on this machine; retries come quickly.
+        "A2A_PUSH_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
+        "A2A_PUSH_BACKOFF_BASE_SECONDS": "0.2",
+        "A2A_PUSH_BACKOFF_MAX_SECONDS": "1",
         "A2A_VAR_DIR": str(log_dir / "var"),
         "A2A_BLOCKING_TIMEOUT_SECONDS": "20",
         "A2A_CANCEL_TIMEOUT_SECONDS": "3",

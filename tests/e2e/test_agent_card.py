@@ -59,7 +59,7 @@ def test_card_advertises_both_versions_with_absolute_urls(http, live_platform, a
         assert card["preferredTransport"] == "JSONRPC"
         assert card["protocolVersion"] == "0.3"
         assert card["capabilities"]["streaming"] is True
-        assert card["capabilities"]["pushNotifications"] is False
+        assert card["capabilities"]["pushNotifications"] is True
         assert card["supportsAuthenticatedExtendedCard"] is True
         assert card["name"] == "Echo" and card["description"] == "The echo agent."
         assert card["defaultInputModes"] == ["text/plain", "application/json"]
@@ -98,6 +98,16 @@ def test_public_agent_card_allows_anonymous_callers(http, live_platform, make_te
     card = http.get(live_platform.agent_url(agent) + CARD).json()
     assert {} in card["securityRequirements"]
     assert {} in card["security"]
+
+
+def test_card_says_whether_the_agent_offers_push_notifications(
+    http, live_platform, make_tenant, make_agent
+):
+    tenant = make_tenant()
+    for slug, offered in (("pushing", True), ("quiet", False)):
+        agent = make_agent(tenant, slug, push_notifications=offered)
+        card = http.get(live_platform.agent_url(agent) + CARD).json()
+        assert card["capabilities"]["pushNotifications"] is offered, (slug, card["capabilities"])
 
 
 def test_card_caching_headers_and_conditional_gets(http, live_platform, agent):

@@ -4,7 +4,8 @@ the same outcomes on each.
 
 The official a2a-sdk clients do what they can (send, get, cancel, stream, subscribe, the extended
 card, push configs, v1.0 list). What they cannot, raw httpx does through one helper per
-operation: v0.3 ListTasks (the compat clients have none), SSE with the events' `id:` and
+operation: v0.3 ListTasks (the compat clients have none), v0.3 REST push config list and delete
+(the compat REST client has neither), SSE with the events' `id:` and
 resuming with `Last-Event-ID`, and the errors as they travel on the wire (the JSON-RPC code, or
 the REST HTTP status with `error.details[0].reason`). Every helper answers in v1.0 protos
 (`a2a.types`) or raises the A2A error class, so the scenarios read the same on every binding.
@@ -38,8 +39,12 @@ from a2a.compat.v0_3 import types as v03
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     Message,
@@ -121,6 +126,11 @@ CANNOT_READ = {
         "list without artifacts": NO_V03_GRPC_LIST,
     },
 }
+
+# Push URLs on this machine: the live platform allowlists loopback (A2A_PUSH_ALLOWED_NETWORKS);
+# nothing needs to listen there for CRUD.
+HOOK = "http://127.0.0.1:9/hook"
+OTHER_HOOK = "http://127.0.0.1:9/other"
 
 COMPLETED = TaskState.TASK_STATE_COMPLETED
 WORKING = TaskState.TASK_STATE_WORKING
@@ -320,11 +330,46 @@ class Binding:
     async def extended_card(self) -> AgentCard:
         return await self.client.get_extended_agent_card(GetExtendedAgentCardRequest())
 
-    async def create_push_config(self, task_id: str) -> TaskPushNotificationConfig:
-        config = TaskPushNotificationConfig(
-            task_id=task_id, id="cfg-1", url="https://example.com/hook"
-        )
+    async def create_push_config(
+        self, task_id: str, *, config_id: str = "", url: str = HOOK, token: str = ""
+    ) -> TaskPushNotificationConfig:
+        config = TaskPushNotificationConfig(task_id=task_id, id=config_id, url=url, token=token)
         return await self.client.create_task_push_notification_config(config)
+
+    async def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig:
+        request = GetTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
+        return await self.client.get_task_push_notification_config(request)
+
+    @property
+    def _v03_rest(self) -> bool:
+        """The v0.3 compat REST client has no push config list or delete: raw HTTP there."""
+        return self.rest and self.version == V0_3
+
+    async def list_push_configs(self, task_id: str) -> ListTaskPushNotificationConfigsResponse:
+        if not self._v03_rest:
+            request = ListTaskPushNotificationConfigsRequest(task_id=task_id)
+            return await self.client.list_task_push_notification_configs(request)
+        path = f"tasks/{task_id}/pushNotificationConfigs"
+        result = await self._call("push list", params={}, rest=("GET", path))
+        configs = [
+            conversions.to_core_task_push_notification_config(
+                proto_utils.FromProto.task_push_notification_config(
+                    ParseDict(config, pb03.TaskPushNotificationConfig())
+                )
+            )
+            for config in result["configs"]
+        ]
+        return ListTaskPushNotificationConfigsResponse(
+            configs=configs, next_page_token=result.get("nextPageToken", "")
+        )
+
+    async def delete_push_config(self, task_id: str, config_id: str) -> None:
+        if not self._v03_rest:
+            request = DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
+            await self.client.delete_task_push_notification_config(request)
+            return
+        path = f"tasks/{task_id}/pushNotificationConfigs/{config_id}"
+        assert await self._call("push delete", params={}, rest=("DELETE", path)) == {}
 
     # --- raw HTTP, one helper per operation ----------------------------------------------------
 
@@ -665,9 +710,9 @@ def combination(request: pytest.FixtureRequest) -> tuple[str, str]:
 def deploy(live_platform, make_tenant, make_agent, make_key) -> Callable[..., tuple[str, str]]:
     """A new tenant with one echo agent (configured as given) and a key: (agent URL, key)."""
 
-    def make(**config: Any) -> tuple[str, str]:
+    def make(*, push_notifications: bool = True, **config: Any) -> tuple[str, str]:
         tenant = make_tenant()
-        agent = make_agent(tenant, "echo", config=config)
+        agent = make_agent(tenant, "echo", config=config, push_notifications=push_notifications)
         return live_platform.agent_url(agent), make_key(tenant, "alice")
 
     return make
@@ -1027,13 +1072,82 @@ def test_extended_card_needs_a_key(deploy, combination):
     asyncio.run(scenario())
 
 
-def test_push_config_create_is_not_supported(run):
-    async def scenario(b: Binding) -> None:
-        task = await b.send(user_message("x", mid()))
-        with pytest.raises(PushNotificationNotSupportedError):
-            await b.create_push_config(task.id)
+def test_push_config_crud(deploy, combination):
+    url, key = deploy()
+    other_url, other_key = deploy()
 
-    run(scenario)
+    async def scenario() -> None:
+        async with connect(url, key, combination) as b:
+            task = await b.send(user_message("x", mid()))
+            # Created with a client-chosen id, and with a generated one.
+            chosen = await b.create_push_config(task.id, config_id="cfg-1", token="secret")
+            assert (chosen.task_id, chosen.id, chosen.url, chosen.token) == (
+                task.id,
+                "cfg-1",
+                HOOK,
+                "secret",
+            )
+            generated = await b.create_push_config(task.id, url=OTHER_HOOK)
+            assert uuid.UUID(generated.id), generated
+            assert (generated.task_id, generated.url) == (task.id, OTHER_HOOK)
+            # Get, list.
+            assert await b.get_push_config(task.id, "cfg-1") == chosen
+            assert await b.get_push_config(task.id, generated.id) == generated
+            listed = await b.list_push_configs(task.id)
+            assert sorted(c.id for c in listed.configs) == sorted(["cfg-1", generated.id])
+            assert {c.id: c for c in listed.configs}["cfg-1"] == chosen
+            assert not listed.next_page_token
+            # Delete; then it is not found, and the other config is all the list has.
+            await b.delete_push_config(task.id, "cfg-1")
+            with pytest.raises(TaskNotFoundError):
+                await b.get_push_config(task.id, "cfg-1")
+            with pytest.raises(TaskNotFoundError):
+                await b.delete_push_config(task.id, "cfg-1")
+            assert [c.id for c in (await b.list_push_configs(task.id)).configs] == [generated.id]
+            # A URL into a private network is refused, with the reason.
+            with pytest.raises(InvalidParamsError) as refused:
+                await b.create_push_config(task.id, url="http://10.0.0.1/hook")
+            assert "10.0.0.1 is a private address" in str(refused.value), refused.value
+            assert len((await b.list_push_configs(task.id)).configs) == 1
+            # An unknown task.
+            with pytest.raises(TaskNotFoundError):
+                await b.create_push_config(str(uuid.uuid4()), config_id="c1")
+        # Another tenant's task is not found, whatever the call.
+        async with connect(other_url, other_key, combination) as other:
+            with pytest.raises(TaskNotFoundError):
+                await other.create_push_config(task.id, config_id="c2")
+            with pytest.raises(TaskNotFoundError):
+                await other.get_push_config(task.id, generated.id)
+            with pytest.raises(TaskNotFoundError):
+                await other.list_push_configs(task.id)
+            with pytest.raises(TaskNotFoundError):
+                await other.delete_push_config(task.id, generated.id)
+        async with connect(url, key, combination) as b:
+            assert await b.get_push_config(task.id, generated.id) == generated
+
+    asyncio.run(scenario())
+
+
+def test_push_configs_of_an_agent_without_push_are_not_supported(deploy, combination):
+    url, key = deploy(push_notifications=False)
+
+    async def scenario() -> None:
+        async with connect(url, key, combination) as b:
+            card = await b.extended_card()
+            assert not card.capabilities.push_notifications
+            task = await b.send(user_message("x", mid()))
+            calls = {
+                "create": lambda: b.create_push_config(task.id, config_id="c1"),
+                "get": lambda: b.get_push_config(task.id, "c1"),
+                "list": lambda: b.list_push_configs(task.id),
+                "delete": lambda: b.delete_push_config(task.id, "c1"),
+            }
+            for what, call in calls.items():
+                with pytest.raises(PushNotificationNotSupportedError) as refused:
+                    await call()
+                assert "push notifications" in str(refused.value), (what, refused.value)
+
+    asyncio.run(scenario())
 
 
 # --- one task, read through every combination ---------------------------------------------------

@@ -30,7 +30,7 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc as pb03_grpc
 from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 from a2a.utils.errors import A2A_ERROR_MAPPING, A2A_REASON_TO_ERROR, VersionNotSupportedError
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, empty_pb2
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -252,9 +252,11 @@ def v03(channel: grpc.Channel) -> Any:
 def deploy(live_platform, make_tenant, make_agent, make_key) -> Callable[..., Deployed]:
     """An echo agent (configured as given) in a new tenant, or in `tenant`'s."""
 
-    def make(slug: str = "echo", tenant: Any = None, **config: Any) -> Deployed:
+    def make(
+        slug: str = "echo", tenant: Any = None, *, push_notifications: bool = True, **config: Any
+    ) -> Deployed:
         tenant = tenant or make_tenant()
-        agent = make_agent(tenant, slug, config=config)
+        agent = make_agent(tenant, slug, config=config, push_notifications=push_notifications)
         return Deployed(
             path=f"{tenant.slug}/{agent.slug}",
             url=live_platform.agent_url(agent),
@@ -667,8 +669,12 @@ def test_no_error_comes_back_unknown(v10, v03, deploy):
         "SendStreamingMessage, no agent": lambda: v10.SendStreamingMessage(
             pb10.SendMessageRequest(message=message10("x")), metadata=m10, timeout=TIMEOUT
         ),
-        "push config": lambda: v10.CreateTaskPushNotificationConfig(
-            pb10.TaskPushNotificationConfig(tenant=path, task_id=done.id, url="https://x.test"),
+        "push config, private URL": lambda: v10.CreateTaskPushNotificationConfig(
+            pb10.TaskPushNotificationConfig(tenant=path, task_id=done.id, url="http://10.0.0.1/"),
+            metadata=m10,
+        ),
+        "push config unknown": lambda: v10.GetTaskPushNotificationConfig(
+            pb10.GetTaskPushNotificationConfigRequest(tenant=path, task_id=done.id, id="nope"),
             metadata=m10,
         ),
         "version": lambda: v10.GetTask(
@@ -719,6 +725,15 @@ def test_no_error_comes_back_unknown(v10, v03, deploy):
         "unknown agent": lambda: v03.GetTask(
             pb03.GetTaskRequest(name=f"tasks/{done.id}"), metadata=md(key, agent=f"{path}-x")
         ),
+        "push config unknown": lambda: v03.GetTaskPushNotificationConfig(
+            pb03.GetTaskPushNotificationConfigRequest(
+                name=f"tasks/{done.id}/pushNotificationConfigs/nope"
+            ),
+            metadata=m03,
+        ),
+        "push config not a resource name": lambda: v03.DeleteTaskPushNotificationConfig(
+            pb03.DeleteTaskPushNotificationConfigRequest(name=f"tasks/{done.id}"), metadata=m03
+        ),
     }
     seen = {}
     for service, calls in ((V10_SERVICE, calls10), (V03_SERVICE, calls03)):
@@ -744,7 +759,8 @@ def test_no_error_comes_back_unknown(v10, v03, deploy):
         "SendMessage without a message": invalid,
         "SendMessage without parts": invalid,
         "SendStreamingMessage, no agent": invalid,
-        "push config": precondition,
+        "push config, private URL": invalid,
+        "push config unknown": not_found,
         "version": unimplemented,
         "no key": unauthenticated,
         "extended card, no key": unauthenticated,
@@ -763,6 +779,8 @@ def test_no_error_comes_back_unknown(v10, v03, deploy):
         "GetAgentCard, no key": unauthenticated,
         "version": unimplemented,
         "unknown agent": not_found,
+        "push config unknown": not_found,
+        "push config not a resource name": invalid,
     }
     assert seen == {
         **{(V10_SERVICE, name): code for name, code in expected10.items()},
@@ -978,8 +996,245 @@ def test_list_tasks_pages_with_tokens(v10, deploy):
         )
 
 
-def test_push_config_calls_are_not_supported(v10, v03, deploy):
+# Push URLs on this machine: the live platform allowlists loopback (A2A_PUSH_ALLOWED_NETWORKS);
+# nothing needs to listen there for CRUD.
+HOOK = "http://127.0.0.1:9/hook"
+
+
+def test_push_config_crud_v10(v10, deploy):
     echo = deploy()
+    m10 = md(echo.key)
+    task = send10(v10, "x", tenant=echo.path, metadata=m10)
+
+    def call(method: Any, request: Any) -> Any:
+        return method(request, metadata=m10, timeout=TIMEOUT)
+
+    # Named by tenant, and routed by the task (no tenant): the same configs.
+    for tenant in (echo.path, ""):
+        created = call(
+            v10.CreateTaskPushNotificationConfig,
+            pb10.TaskPushNotificationConfig(
+                tenant=tenant, task_id=task.id, id="c1", url=HOOK, token="secret"
+            ),
+        )
+        assert created == pb10.TaskPushNotificationConfig(
+            task_id=task.id, id="c1", url=HOOK, token="secret"
+        )
+        generated = call(
+            v10.CreateTaskPushNotificationConfig,
+            pb10.TaskPushNotificationConfig(tenant=tenant, task_id=task.id, url=HOOK),
+        )
+        assert uuid.UUID(generated.id) and generated.task_id == task.id
+        got = call(
+            v10.GetTaskPushNotificationConfig,
+            pb10.GetTaskPushNotificationConfigRequest(tenant=tenant, task_id=task.id, id="c1"),
+        )
+        assert got == created
+        listed = call(
+            v10.ListTaskPushNotificationConfigs,
+            pb10.ListTaskPushNotificationConfigsRequest(tenant=tenant, task_id=task.id),
+        )
+        assert sorted(c.id for c in listed.configs) == sorted(["c1", generated.id])
+        # A page at a time.
+        first = call(
+            v10.ListTaskPushNotificationConfigs,
+            pb10.ListTaskPushNotificationConfigsRequest(
+                tenant=tenant, task_id=task.id, page_size=1
+            ),
+        )
+        assert len(first.configs) == 1 and first.next_page_token
+        for config_id in ("c1", generated.id):
+            deleted = call(
+                v10.DeleteTaskPushNotificationConfig,
+                pb10.DeleteTaskPushNotificationConfigRequest(
+                    tenant=tenant, task_id=task.id, id=config_id
+                ),
+            )
+            assert deleted == empty_pb2.Empty()
+        expect(
+            lambda t=tenant: call(
+                v10.GetTaskPushNotificationConfig,
+                pb10.GetTaskPushNotificationConfigRequest(tenant=t, task_id=task.id, id="c1"),
+            ),
+            "NOT_FOUND",
+            "TASK_NOT_FOUND",
+        )
+        empty = call(
+            v10.ListTaskPushNotificationConfigs,
+            pb10.ListTaskPushNotificationConfigsRequest(tenant=tenant, task_id=task.id),
+        )
+        assert list(empty.configs) == []
+    # What is refused, and why: a delete must name its config.
+    call(
+        v10.CreateTaskPushNotificationConfig,
+        pb10.TaskPushNotificationConfig(tenant=echo.path, task_id=task.id, id="kept", url=HOOK),
+    )
+    expect(
+        lambda: call(
+            v10.DeleteTaskPushNotificationConfig,
+            pb10.DeleteTaskPushNotificationConfigRequest(tenant=echo.path, task_id=task.id),
+        ),
+        "INVALID_ARGUMENT",
+        "INVALID_PARAMS",
+    )
+    kept = call(
+        v10.ListTaskPushNotificationConfigs,
+        pb10.ListTaskPushNotificationConfigsRequest(tenant=echo.path, task_id=task.id),
+    )
+    assert [c.id for c in kept.configs] == ["kept"]
+    message = expect(
+        lambda: call(
+            v10.CreateTaskPushNotificationConfig,
+            pb10.TaskPushNotificationConfig(
+                tenant=echo.path, task_id=task.id, url="http://10.0.0.1/hook"
+            ),
+        ),
+        "INVALID_ARGUMENT",
+        "INVALID_PARAMS",
+    )
+    assert "10.0.0.1 is a private address" in message, message
+    expect(
+        lambda: call(
+            v10.ListTaskPushNotificationConfigs,
+            pb10.ListTaskPushNotificationConfigsRequest(
+                tenant=echo.path, task_id=task.id, page_size=101
+            ),
+        ),
+        "INVALID_ARGUMENT",
+        "INVALID_PARAMS",
+    )
+
+
+def test_push_config_crud_v03(v10, v03, deploy):
+    echo = deploy()
+    task = send10(v10, "x", tenant=echo.path, metadata=md(echo.key))
+    parent, name = f"tasks/{task.id}", f"tasks/{task.id}/pushNotificationConfigs/c1"
+
+    # Named by a2a-agent metadata, and routed by the task (none).
+    for agent in (echo.path, None):
+        m03 = md(echo.key, agent=agent)
+
+        def call(method: Any, request: Any, m03: Any = m03) -> Any:
+            return method(request, metadata=m03, timeout=TIMEOUT)
+
+        config = pb03.TaskPushNotificationConfig(
+            push_notification_config=pb03.PushNotificationConfig(id="c1", url=HOOK, token="secret"),
+        )
+        created = call(
+            v03.CreateTaskPushNotificationConfig,
+            pb03.CreateTaskPushNotificationConfigRequest(
+                parent=parent, config_id="c1", config=config
+            ),
+        )
+        assert created.name == name
+        assert created.push_notification_config == config.push_notification_config
+        # The id may come as `config_id` alone, or not at all (generated).
+        by_config_id = call(
+            v03.CreateTaskPushNotificationConfig,
+            pb03.CreateTaskPushNotificationConfigRequest(
+                parent=parent,
+                config_id="c2",
+                config=pb03.TaskPushNotificationConfig(
+                    push_notification_config=pb03.PushNotificationConfig(url=HOOK)
+                ),
+            ),
+        )
+        assert by_config_id.name == f"{parent}/pushNotificationConfigs/c2"
+        generated = call(
+            v03.CreateTaskPushNotificationConfig,
+            pb03.CreateTaskPushNotificationConfigRequest(
+                parent=parent,
+                config=pb03.TaskPushNotificationConfig(
+                    push_notification_config=pb03.PushNotificationConfig(url=HOOK)
+                ),
+            ),
+        )
+        generated_id = generated.push_notification_config.id
+        assert uuid.UUID(generated_id)
+        assert generated.name == f"{parent}/pushNotificationConfigs/{generated_id}"
+        got = call(
+            v03.GetTaskPushNotificationConfig,
+            pb03.GetTaskPushNotificationConfigRequest(name=name),
+        )
+        assert got == created
+        listed = call(
+            v03.ListTaskPushNotificationConfig,
+            pb03.ListTaskPushNotificationConfigRequest(parent=parent),
+        )
+        assert sorted(c.push_notification_config.id for c in listed.configs) == sorted(
+            ["c1", "c2", generated_id]
+        )
+        for config_id in ("c1", "c2", generated_id):
+            deleted = call(
+                v03.DeleteTaskPushNotificationConfig,
+                pb03.DeleteTaskPushNotificationConfigRequest(
+                    name=f"{parent}/pushNotificationConfigs/{config_id}"
+                ),
+            )
+            assert deleted == empty_pb2.Empty()
+        message = expect(
+            lambda call=call: call(
+                v03.GetTaskPushNotificationConfig,
+                pb03.GetTaskPushNotificationConfigRequest(name=name),
+            ),
+            "NOT_FOUND",
+            "TASK_NOT_FOUND",
+        )
+        assert message.startswith("TaskNotFoundError: "), message
+        empty = call(
+            v03.ListTaskPushNotificationConfig,
+            pb03.ListTaskPushNotificationConfigRequest(parent=parent),
+        )
+        assert list(empty.configs) == []
+
+    # Malformed resource names are invalid arguments.
+    m03 = md(echo.key, agent=echo.path)
+    malformed = [
+        lambda: v03.CreateTaskPushNotificationConfig(
+            pb03.CreateTaskPushNotificationConfigRequest(parent="task/x"), metadata=m03
+        ),
+        lambda: v03.CreateTaskPushNotificationConfig(
+            pb03.CreateTaskPushNotificationConfigRequest(parent=f"{parent}/more"), metadata=m03
+        ),
+        lambda: v03.ListTaskPushNotificationConfig(
+            pb03.ListTaskPushNotificationConfigRequest(parent=""), metadata=m03
+        ),
+        lambda: v03.GetTaskPushNotificationConfig(
+            pb03.GetTaskPushNotificationConfigRequest(name=f"{parent}/pushNotificationConfigs/"),
+            metadata=m03,
+        ),
+        lambda: v03.GetTaskPushNotificationConfig(
+            pb03.GetTaskPushNotificationConfigRequest(name=f"{name}/x"), metadata=m03
+        ),
+        lambda: v03.DeleteTaskPushNotificationConfig(
+            pb03.DeleteTaskPushNotificationConfigRequest(name=parent), metadata=m03
+        ),
+        lambda: v03.DeleteTaskPushNotificationConfig(
+            pb03.DeleteTaskPushNotificationConfigRequest(name="garbage"), metadata=m03
+        ),
+    ]
+    for bad in malformed:
+        message = expect(bad, "INVALID_ARGUMENT", "INVALID_PARAMS")
+        assert message.startswith("InvalidParamsError: "), message
+    # A private URL, with the reason.
+    message = expect(
+        lambda: v03.CreateTaskPushNotificationConfig(
+            pb03.CreateTaskPushNotificationConfigRequest(
+                parent=parent,
+                config=pb03.TaskPushNotificationConfig(
+                    push_notification_config=pb03.PushNotificationConfig(url="http://10.0.0.1/")
+                ),
+            ),
+            metadata=m03,
+        ),
+        "INVALID_ARGUMENT",
+        "INVALID_PARAMS",
+    )
+    assert "10.0.0.1 is a private address" in message, message
+
+
+def test_push_config_calls_of_an_agent_without_push_are_not_supported(v10, v03, deploy):
+    echo = deploy(push_notifications=False)
     task = send10(v10, "x", tenant=echo.path, metadata=md(echo.key))
     name = f"tasks/{task.id}/pushNotificationConfigs/c1"
 
@@ -987,9 +1242,7 @@ def test_push_config_calls_are_not_supported(v10, v03, deploy):
         m10 = md(echo.key)
         return [
             lambda: v10.CreateTaskPushNotificationConfig(
-                pb10.TaskPushNotificationConfig(
-                    tenant=tenant, task_id=task.id, id="c1", url="https://example.com/hook"
-                ),
+                pb10.TaskPushNotificationConfig(tenant=tenant, task_id=task.id, id="c1", url=HOOK),
                 metadata=m10,
             ),
             lambda: v10.GetTaskPushNotificationConfig(
@@ -1012,9 +1265,7 @@ def test_push_config_calls_are_not_supported(v10, v03, deploy):
         m03 = md(echo.key, agent=agent)
         config = pb03.TaskPushNotificationConfig(
             name=name,
-            push_notification_config=pb03.PushNotificationConfig(
-                id="c1", url="https://example.com/hook"
-            ),
+            push_notification_config=pb03.PushNotificationConfig(id="c1", url=HOOK),
         )
         return [
             lambda: v03.CreateTaskPushNotificationConfig(
@@ -1055,7 +1306,7 @@ def test_push_calls_do_not_reveal_another_owners_task(v10, v03, deploy, make_key
     mine = deploy("echo")
     bob = make_key(mine.agent.tenant, "bob")
     task = send10(v10, "mine", tenant=mine.path, metadata=md(mine.key))
-    request = pb10.TaskPushNotificationConfig(task_id=task.id, url="https://example.com/hook")
+    request = pb10.TaskPushNotificationConfig(task_id=task.id, url=HOOK)
     # Named agent or routed by the task: bob gets what an unknown task gets.
     for tenant in (mine.path, ""):
         request.tenant = tenant

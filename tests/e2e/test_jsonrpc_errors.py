@@ -368,18 +368,78 @@ def test_streaming_methods_refuse_before_streaming(http, echo, d):
     assert "result" in second
 
 
+# A push URL on this machine: the live platform allowlists loopback.
+HOOK = "http://127.0.0.1:9/hook"
+
+
+def _push_params(d: Dialect, task_id: str, method: str) -> dict[str, Any]:
+    """Params of each push method on `task_id`, config `c1`."""
+    if d.v10:
+        if method == "CreateTaskPushNotificationConfig":
+            return {"taskId": task_id, "id": "c1", "url": HOOK}
+        if method == "ListTaskPushNotificationConfigs":
+            return {"taskId": task_id}
+        return {"taskId": task_id, "id": "c1"}
+    if method == "tasks/pushNotificationConfig/set":
+        return {"taskId": task_id, "pushNotificationConfig": {"id": "c1", "url": HOOK}}
+    if method == "tasks/pushNotificationConfig/list":
+        return {"id": task_id}
+    return {"id": task_id, "pushNotificationConfigId": "c1"}
+
+
 @BOTH
-def test_push_methods_are_refused(http, echo, d):
-    params = {"id": str(uuid.uuid4())}
-    for method in PUSH[d.version]:
-        rpc_error(call(http, echo, d, method, params), -32003, method, "push notifications")
-    push_config = (
-        {"taskPushNotificationConfig": {"url": "https://example.com/hook"}}
+def test_push_methods_work_and_name_their_errors(http, echo, d):
+    create, get, list_, delete = PUSH[d.version]
+    done = rpc_result(call(http, echo, d, "send", {"message": d.message()}))
+    task_id = done["task"]["id"] if d.v10 else done["id"]
+    created = rpc_result(call(http, echo, d, create, _push_params(d, task_id, create)))
+    assert created == (
+        {"taskId": task_id, "id": "c1", "url": HOOK}
         if d.v10
-        else {"pushNotificationConfig": {"url": "https://example.com/hook"}}
+        else {"taskId": task_id, "pushNotificationConfig": {"id": "c1", "url": HOOK}}
+    )
+    assert rpc_result(call(http, echo, d, get, _push_params(d, task_id, get))) == created
+    listed = rpc_result(call(http, echo, d, list_, _push_params(d, task_id, list_)))
+    assert listed == ({"configs": [created]} if d.v10 else [created])
+    deleted = rpc_result(call(http, echo, d, delete, _push_params(d, task_id, delete)))
+    assert deleted == ({} if d.v10 else None)
+    rpc_error(call(http, echo, d, get, _push_params(d, task_id, get)), -32001, "c1")
+    # An unknown task, for every method.
+    unknown = str(uuid.uuid4())
+    for method in PUSH[d.version]:
+        rpc_error(call(http, echo, d, method, _push_params(d, unknown, method)), -32001)
+    # A URL into a private network: invalid params that say why.
+    params = _push_params(d, task_id, create)
+    if d.v10:
+        params["url"] = "http://10.0.0.1/hook"
+    else:
+        params["pushNotificationConfig"]["url"] = "http://10.0.0.1/hook"
+    rpc_error(call(http, echo, d, create, params), -32602, "10.0.0.1 is a private address")
+
+
+@BOTH
+def test_push_methods_of_an_agent_without_push_are_refused(
+    http, live_platform, make_tenant, make_agent, make_key, d
+):
+    tenant = make_tenant()
+    agent = make_agent(tenant, "quiet", push_notifications=False)
+    quiet = Target(live_platform.agent_url(agent), make_key(tenant, "alice"), agent)
+    done = rpc_result(call(http, quiet, d, "send", {"message": d.message()}))
+    task_id = done["task"]["id"] if d.v10 else done["id"]
+    for tid in (task_id, str(uuid.uuid4())):
+        for method in PUSH[d.version]:
+            rpc_error(
+                call(http, quiet, d, method, _push_params(d, tid, method)),
+                -32003,
+                "push notifications",
+            )
+    push_config = (
+        {"taskPushNotificationConfig": {"url": HOOK}}
+        if d.v10
+        else {"pushNotificationConfig": {"url": HOOK}}
     )
     rpc_error(
-        call(http, echo, d, "send", {"message": d.message(), "configuration": push_config}),
+        call(http, quiet, d, "send", {"message": d.message(), "configuration": push_config}),
         -32003,
         "push notifications",
     )

@@ -11,6 +11,7 @@ import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 README = Path(__file__).resolve().parents[2] / "README.md"
+PYTHON_BLOCKS = re.compile(r"```python\n(.*?)```", re.S)
 
 
 @pytest.mark.parametrize("example", [0, 1], ids=["jsonrpc", "grpc"])
@@ -18,7 +19,8 @@ def test_readme_sdk_examples_work(live_platform, make_tenant, make_agent, make_k
     tenant = make_tenant("demo")
     make_agent(tenant, "echo")
     key = make_key(tenant)
-    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[example]
+    examples = [c for c in PYTHON_BLOCKS.findall(README.read_text()) if "ClientFactory" in c]
+    code = examples[example]
     code = code.replace("http://127.0.0.1:8000", live_platform.url).replace('"a2a_..."', repr(key))
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
@@ -47,3 +49,17 @@ def test_readme_lists_every_rest_path():
             route = _readme_path(str(pattern.pattern))
             assert route in rows, f"the README's REST table lacks {route}"
             assert rows[route][column], f"the README does not mark {route} as served in {dialect}"
+
+
+def test_readme_push_verification_example_works(live_platform, make_tenant):
+    from agents.signing import push_signature
+
+    tenant = make_tenant("demo")
+    code = next(c for c in PYTHON_BLOCKS.findall(README.read_text()) if "PyJWKClient" in c)
+    namespace: dict = {}
+    exec(code.replace("http://127.0.0.1:8000", live_platform.url), namespace)
+    body = b'{"statusUpdate": {}}'
+    headers = {"X-A2A-Signature": push_signature(tenant=tenant, body=body, task_id="t-1")}
+    assert namespace["verify"](body, headers, "t-1")["task_id"] == "t-1"
+    with pytest.raises(AssertionError):
+        namespace["verify"](body + b" ", headers, "t-1")  # another body: refused

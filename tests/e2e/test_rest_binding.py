@@ -441,35 +441,177 @@ def test_subscribe_to_a_finished_task_is_unsupported(http, echo, d):
         a2a_error(response, d, 400, "UNSUPPORTED_OPERATION", task_id)
 
 
+# Push URLs on this machine: the live platform allowlists loopback (A2A_PUSH_ALLOWED_NETWORKS);
+# nothing needs to listen there for CRUD.
+HOOK = "http://127.0.0.1:9/hook"
+OTHER_HOOK = "http://127.0.0.1:9/other"
+
+
+def push_body(d: Rest, task_id: str, url: str, config_id: str = "", **fields: Any) -> Any:
+    """A create body: v1.0 a TaskPushNotificationConfig, v0.3 its
+    CreateTaskPushNotificationConfigRequest (the config inside, `parent` naming the task)."""
+    config = {"url": url, **fields}
+    if config_id:
+        config["id"] = config_id
+    if d.v10:
+        return config
+    return {
+        "parent": f"tasks/{task_id}",
+        "configId": config_id,
+        "config": {"pushNotificationConfig": config},
+    }
+
+
+def push_config(d: Rest, body: Any) -> tuple[str, str, str]:
+    """(task id, config id, url) of a config as the dialect answers it."""
+    if d.v10:
+        assert set(body) <= {"id", "taskId", "url", "token", "authentication"}, body
+        return body["taskId"], body["id"], body["url"]
+    config = body["pushNotificationConfig"]
+    task_id, config_id = re.fullmatch(
+        r"tasks/([^/]+)/pushNotificationConfigs/([^/]+)", body["name"]
+    ).groups()
+    assert config["id"] == config_id, body
+    return task_id, config_id, config["url"]
+
+
 @BOTH
-def test_push_notification_configs_are_refused_on_every_path_and_method(http, echo, d):
+def test_push_notification_config_crud(http, echo, d):
     task_id = completed_task(http, echo, d)["id"]
-    config = {"url": "https://example.com/hook", "id": "cfg-1"}
+    configs = echo.url(d, f"tasks/{task_id}/pushNotificationConfigs")
+
+    def create(body: Any) -> Any:
+        return ok(req(http, "POST", configs, key=echo.key, body=body))
+
+    def listed(**params: str) -> Any:
+        return ok(req(http, "GET", configs, key=echo.key, params=params))
+
+    # With a client-chosen id, and with a generated one.
+    chosen = create(push_body(d, task_id, HOOK, "cfg-1", token="secret"))
+    assert push_config(d, chosen) == (task_id, "cfg-1", HOOK)
+    token = chosen["token"] if d.v10 else chosen["pushNotificationConfig"]["token"]
+    assert token == "secret"
+    generated = push_config(d, create(push_body(d, task_id, OTHER_HOOK)))
+    assert generated[0] == task_id and generated[2] == OTHER_HOOK
+    generated_id = generated[1]
+    assert uuid.UUID(generated_id)
+    # A v1.0 body may name the path's task.
+    if d.v10:
+        same = create({"url": HOOK, "id": "cfg-1", "taskId": task_id})
+        assert push_config(d, same) == (task_id, "cfg-1", HOOK)
+
+    # Get.
+    got = ok(req(http, "GET", f"{configs}/cfg-1", key=echo.key))
+    assert push_config(d, got) == (task_id, "cfg-1", HOOK)
+
+    # List, ordered by id, and a page at a time.
+    page = listed()
+    assert set(page) == {"configs"}, page
+    ids = sorted(["cfg-1", generated_id])
+    assert [push_config(d, c)[1] for c in page["configs"]] == ids
+    first = listed(pageSize="1")
+    assert [push_config(d, c)[1] for c in first["configs"]] == ids[:1]
+    assert first["nextPageToken"], first
+    second = listed(pageSize="1", pageToken=first["nextPageToken"])
+    assert [push_config(d, c)[1] for c in second["configs"]] == ids[1:]
+    assert not second.get("nextPageToken"), second
+    for bad in ("0x", "101", "-1"):
+        a2a_error(
+            req(http, "GET", configs, key=echo.key, params={"pageSize": bad}),
+            d,
+            400,
+            "INVALID_PARAMS",
+            "pageSize",
+        )
+
+    # Creating with an existing id replaces the config.
+    replaced = create(push_body(d, task_id, OTHER_HOOK, "cfg-1"))
+    assert push_config(d, replaced) == (task_id, "cfg-1", OTHER_HOOK)
+    assert len(listed()["configs"]) == 2
+
+    # Delete answers {}; then the config is gone.
+    assert ok(req(http, "DELETE", f"{configs}/cfg-1", key=echo.key)) == {}
+    for method in ("GET", "DELETE"):
+        a2a_error(
+            req(http, method, f"{configs}/cfg-1", key=echo.key), d, 404, "TASK_NOT_FOUND", "cfg-1"
+        )
+    assert [push_config(d, c)[1] for c in listed()["configs"]] == [generated_id]
+    assert ok(req(http, "DELETE", f"{configs}/{generated_id}", key=echo.key)) == {}
+    assert listed() == ({} if d.v10 else {"configs": []})
+
+
+@BOTH
+def test_push_notification_config_refusals(http, echo, d, target):
+    task_id = completed_task(http, echo, d)["id"]
+    configs = echo.url(d, f"tasks/{task_id}/pushNotificationConfigs")
+    # The path names the task: a body naming another one is refused.
+    other = str(uuid.uuid4())
+    if d.v10:
+        wrong_task = {"url": HOOK, "taskId": other}
+    else:
+        wrong_task = push_body(d, other, HOOK)
+    response = req(http, "POST", configs, key=echo.key, body=wrong_task)
+    a2a_error(response, d, 400, "INVALID_PARAMS", other, task_id)
+    # A URL into a private network, with the reason.
+    response = req(
+        http, "POST", configs, key=echo.key, body=push_body(d, task_id, "http://10.0.0.1/h")
+    )
+    a2a_error(response, d, 400, "INVALID_PARAMS", "10.0.0.1 is a private address")
+    # No URL at all; a body that is not an object.
+    response = req(http, "POST", configs, key=echo.key, body=push_body(d, task_id, ""))
+    a2a_error(response, d, 400, "INVALID_PARAMS", "url")
+    a2a_error(req(http, "POST", configs, key=echo.key, body=[]), d, 400, "INVALID_REQUEST")
+    # A config id the database could not hold in a comparison.
+    a2a_error(req(http, "GET", f"{configs}/a%00b", key=echo.key), d, 400, "INVALID_PARAMS")
+    # Nothing was created by the refusals.
+    assert not ok(req(http, "GET", configs, key=echo.key)).get("configs")
+
+    # Unknown tasks, and another tenant's task, are not found.
+    stranger = target("stranger")
+    foreign_task = completed_task(http, stranger, d)["id"]
+    for tid in (str(uuid.uuid4()), foreign_task):
+        base = echo.url(d, f"tasks/{tid}/pushNotificationConfigs")
+        for method, url, body in (
+            ("POST", base, push_body(d, tid, HOOK, "c1")),
+            ("GET", base, _DEFAULT),
+            ("GET", f"{base}/c1", _DEFAULT),
+            ("DELETE", f"{base}/c1", _DEFAULT),
+        ):
+            response = req(http, method, url, key=echo.key, body=body)
+            a2a_error(response, d, 404, "TASK_NOT_FOUND")
+
+
+@BOTH
+def test_push_notifications_off_refuses_every_push_call(http, target, d):
+    quiet = target("quiet", push_notifications=False)
+    card = ok(req(http, "GET", quiet.root + ".well-known/agent-card.json"))
+    assert card["capabilities"].get("pushNotifications", False) is False
+    task_id = completed_task(http, quiet, d)["id"]
     calls = [
-        ("POST", f"tasks/{task_id}/pushNotificationConfigs", config),
+        ("POST", f"tasks/{task_id}/pushNotificationConfigs", push_body(d, task_id, HOOK, "c1")),
         ("GET", f"tasks/{task_id}/pushNotificationConfigs", _DEFAULT),
-        ("GET", f"tasks/{task_id}/pushNotificationConfigs/cfg-1", _DEFAULT),
-        ("DELETE", f"tasks/{task_id}/pushNotificationConfigs/cfg-1", _DEFAULT),
+        ("GET", f"tasks/{task_id}/pushNotificationConfigs/c1", _DEFAULT),
+        ("DELETE", f"tasks/{task_id}/pushNotificationConfigs/c1", _DEFAULT),
         ("GET", f"tasks/{uuid.uuid4()}/pushNotificationConfigs", _DEFAULT),
     ]
     for method, path, body in calls:
-        response = req(http, method, echo.url(d, path), key=echo.key, body=body)
+        response = req(http, method, quiet.url(d, path), key=quiet.key, body=body)
         a2a_error(response, d, 400, "PUSH_NOTIFICATION_NOT_SUPPORTED", "push notifications")
     # Asking for a push config in a send is refused the same way, and creates no task.
     push = (
-        {"taskPushNotificationConfig": {"url": "https://example.com/hook"}}
+        {"taskPushNotificationConfig": {"url": HOOK}}
         if d.v10
-        else {"pushNotification": {"url": "https://example.com/hook"}}
+        else {"pushNotification": {"url": HOOK}}
     )
     response = req(
         http,
         "POST",
-        echo.url(d, "message:send"),
-        key=echo.key,
+        quiet.url(d, "message:send"),
+        key=quiet.key,
         body={"message": d.message(), "configuration": push},
     )
     a2a_error(response, d, 400, "PUSH_NOTIFICATION_NOT_SUPPORTED")
-    assert ok(req(http, "GET", echo.url(d, "tasks"), key=echo.key))["totalSize"] == 1
+    assert ok(req(http, "GET", quiet.url(d, "tasks"), key=quiet.key))["totalSize"] == 1
 
 
 # --- authentication, versions, tenant ---------------------------------------------------------
@@ -599,6 +741,10 @@ def test_v10_tenant_must_be_the_agents(http, echo):
         ("GET", f"tasks/{task_id}", {"tenant": wrong}, _DEFAULT),
         ("POST", f"tasks/{task_id}:cancel", None, {"tenant": wrong}),
         ("POST", f"tasks/{task_id}:subscribe", {"tenant": wrong}, _DEFAULT),
+        ("POST", f"tasks/{task_id}/pushNotificationConfigs", None, {"url": HOOK, "tenant": wrong}),
+        ("GET", f"tasks/{task_id}/pushNotificationConfigs", {"tenant": wrong}, _DEFAULT),
+        ("GET", f"tasks/{task_id}/pushNotificationConfigs/c1", {"tenant": wrong}, _DEFAULT),
+        ("DELETE", f"tasks/{task_id}/pushNotificationConfigs/c1", {"tenant": wrong}, _DEFAULT),
     ):
         response = req(http, method, echo.url(d, path), key=key, params=params, body=body)
         a2a_error(response, d, 400, "INVALID_PARAMS", "tenant")

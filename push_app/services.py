@@ -1,0 +1,173 @@
+"""Push notification configs (CRUD, scoped like tasks) and the outbox every event feeds.
+
+Configs speak v1.0 protos (`TaskPushNotificationConfig`); bindings convert at the edge. A
+config's URL passes the SSRF guard when it is created (and the delivery client checks the
+address again at connect time). Its token and credentials are stored encrypted.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from a2a.types import (
+    AuthenticationInfo,
+    ListTaskPushNotificationConfigsResponse,
+    TaskPushNotificationConfig,
+)
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents.auth import Principal
+from agents.crypto import decrypt, encrypt
+from agents.models import Agent
+from tasks_app.errors import InvalidParamsError, TaskNotFoundError
+from tasks_app.models import Task, TaskEvent
+from tasks_app.selectors import task_get_row
+
+from .models import Delivery, PushConfig
+from .ssrf import UnsafeUrl, url_check
+
+# What a config hears unless it says otherwise: state changes and artifacts (spec 4.3).
+DEFAULT_EVENT_KINDS = [TaskEvent.Kind.STATUS, TaskEvent.Kind.ARTIFACT]
+MAX_PAGE_SIZE = 100
+
+
+def push_config_to_proto(config: PushConfig) -> TaskPushNotificationConfig:
+    proto = TaskPushNotificationConfig(
+        id=config.config_id, task_id=str(config.task_id), url=config.url
+    )
+    if config.token_encrypted:
+        proto.token = decrypt(config.token_encrypted)
+    if config.auth_scheme:
+        proto.authentication.CopyFrom(
+            AuthenticationInfo(
+                scheme=config.auth_scheme,
+                credentials=decrypt(config.auth_credentials_encrypted)
+                if config.auth_credentials_encrypted
+                else "",
+            )
+        )
+    return proto
+
+
+def push_url_validate(url: str) -> None:
+    if not url:
+        raise InvalidParamsError("A push notification config needs a 'url'.")
+    try:
+        url_check(url)
+    except UnsafeUrl as exc:
+        raise InvalidParamsError(f"The push notification 'url' is refused: {exc.reason}") from None
+
+
+def push_config_set(
+    *, task: Task, config: TaskPushNotificationConfig, dialect: str, checked: bool = False
+) -> TaskPushNotificationConfig:
+    """Create, or replace the config with the same id. `task` is already the caller's;
+    `checked`: the URL already passed the SSRF guard (inline configs, before the lock)."""
+    if not checked:
+        push_url_validate(config.url)
+    if config.HasField("authentication") and not config.authentication.scheme:
+        raise InvalidParamsError("'authentication.scheme' is required when authentication is set.")
+    config_id = config.id or str(uuid.uuid4())
+    if len(config_id) > 200:
+        raise InvalidParamsError("A push notification config 'id' is at most 200 characters.")
+    fields = {
+        "url": config.url,
+        "token_encrypted": encrypt(config.token) if config.token else "",
+        "auth_scheme": config.authentication.scheme if config.HasField("authentication") else "",
+        "auth_credentials_encrypted": (
+            encrypt(config.authentication.credentials)
+            if config.HasField("authentication") and config.authentication.credentials
+            else ""
+        ),
+        "dialect": dialect,
+        "event_kinds": list(DEFAULT_EVENT_KINDS),
+    }
+    try:
+        with transaction.atomic():
+            stored, _ = PushConfig.objects.update_or_create(
+                task=task, config_id=config_id, defaults=fields
+            )
+    except IntegrityError:  # a concurrent create of the same id won: replace it
+        stored, _ = PushConfig.objects.update_or_create(
+            task=task, config_id=config_id, defaults=fields
+        )
+    return push_config_to_proto(stored)
+
+
+def push_config_create(
+    *, agent: Agent, principal: Principal, config: TaskPushNotificationConfig, dialect: str
+) -> TaskPushNotificationConfig:
+    task = task_get_row(agent=agent, principal=principal, task_id=config.task_id)
+    return push_config_set(task=task, config=config, dialect=dialect)
+
+
+def _config_row(*, agent: Agent, principal: Principal, task_id: str, config_id: str) -> PushConfig:
+    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
+    configs = PushConfig.objects.filter(task=task)
+    # v0.3 may ask for "the" config of a task without naming it: the first one.
+    config = configs.filter(config_id=config_id).first() if config_id else configs.first()
+    if config is None:
+        raise TaskNotFoundError(
+            f"Task {task_id!r} has no push notification config {config_id[:200]!r}."
+        )
+    return config
+
+
+def push_config_get(
+    *, agent: Agent, principal: Principal, task_id: str, config_id: str
+) -> TaskPushNotificationConfig:
+    return push_config_to_proto(
+        _config_row(agent=agent, principal=principal, task_id=task_id, config_id=config_id)
+    )
+
+
+def push_config_list(
+    *, agent: Agent, principal: Principal, task_id: str, page_size: int = 0, page_token: str = ""
+) -> ListTaskPushNotificationConfigsResponse:
+    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
+    if page_size < 0 or page_size > MAX_PAGE_SIZE:
+        raise InvalidParamsError(f"'pageSize' must be between 1 and {MAX_PAGE_SIZE}.")
+    size = page_size or MAX_PAGE_SIZE
+    configs = PushConfig.objects.filter(task=task).order_by("config_id")
+    if page_token:
+        configs = configs.filter(config_id__gt=page_token)
+    page = list(configs[: size + 1])
+    response = ListTaskPushNotificationConfigsResponse(
+        configs=[push_config_to_proto(c) for c in page[:size]]
+    )
+    if len(page) > size:
+        response.next_page_token = page[size - 1].config_id
+    return response
+
+
+def push_config_delete(*, agent: Agent, principal: Principal, task_id: str, config_id: str) -> None:
+    if not config_id:  # unlike a get, a delete never means "the first one"
+        raise InvalidParamsError("Deleting a push notification config needs its 'id'.")
+    _config_row(agent=agent, principal=principal, task_id=task_id, config_id=config_id).delete()
+
+
+# --- the outbox ----------------------------------------------------------------------------
+
+
+def push_outbox_add(*, task: Task, event: TaskEvent) -> None:
+    """Queue the event for every config of the task that hears its kind. Runs inside the
+    transaction that wrote the event, so an event and its deliveries exist together."""
+    configs = [
+        c for c in PushConfig.objects.filter(task=task) if event.kind in (c.event_kinds or [])
+    ]
+    if not configs:
+        return
+    now = timezone.now()
+    Delivery.objects.bulk_create(
+        [Delivery(config=c, event=event, seq=event.seq, next_attempt_at=now) for c in configs]
+    )
+    config_pks = [c.pk for c in configs]
+
+    def dispatch() -> None:
+        from .tasks import push_deliver_task
+
+        for pk in config_pks:
+            push_deliver_task.delay(str(pk))
+
+    transaction.on_commit(dispatch, robust=True)

@@ -1,0 +1,720 @@
+"""Push notifications end to end: real daphne + Celery worker + PostgreSQL/Redis deliver a task's
+events to a real webhook receiver process (tests/e2e/webhook.py) over real sockets.
+
+What a receiver sees: every status and artifact event once, in the task's order; the config's
+token and Authorization; an X-A2A-Signature that verifies against the tenant's JWKS and covers
+the exact body. Retries (receiver down, 5xx, 429, Retry-After), permanent failures (4xx, 3xx:
+redirects are not followed), the SSRF guard, v0.3 payloads, tenant isolation, and agents
+without push.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+
+from agents.signing import PushSignatureInvalid, push_signature_verify
+from push_app.models import Delivery, DeliveryAttempt, PushConfig
+from push_app.ssrf import UnsafeUrl, url_check
+from tasks_app.models import TaskEvent
+
+from .webhook import Received, Receiver, answer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+V10 = {"A2A-Version": "1.0"}
+PUSHED_KINDS = (TaskEvent.Kind.STATUS, TaskEvent.Kind.ARTIFACT)
+TASK_NOT_FOUND = -32001
+PUSH_NOT_SUPPORTED = -32003
+INVALID_PARAMS = -32602
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Agent:
+    url: str
+    key: str
+    row: Any
+
+    def rpc(
+        self,
+        http: httpx.Client,
+        method: str,
+        params: dict[str, Any],
+        *,
+        headers: dict[str, str] | None = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """One JSON-RPC call (v1.0 unless `headers` say otherwise); the whole answer."""
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        response = http.post(
+            self.url,
+            json=body,
+            headers={"X-API-Key": key or self.key, **(V10 if headers is None else headers)},
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def ok(self, http: httpx.Client, method: str, params: dict[str, Any], **kw: Any) -> Any:
+        answer = self.rpc(http, method, params, **kw)
+        assert "result" in answer, answer
+        return answer["result"]
+
+
+def message(text: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        **fields,
+    }
+
+
+def error_code(answer: dict[str, Any]) -> int:
+    assert "error" in answer, answer
+    return answer["error"]["code"]
+
+
+@pytest.fixture
+def echo(live_platform, make_tenant, make_agent, make_key) -> Agent:
+    """An echo agent that asks for input on the first turn: a task that waits, idle, for its
+    push config, then runs a whole turn (working, artifact, completed) after it."""
+    tenant = make_tenant()
+    row = make_agent(tenant, "echo", config={"input_required": True})
+    return Agent(url=live_platform.agent_url(row), key=make_key(tenant), row=row)
+
+
+@pytest.fixture
+def receivers(tmp_path) -> Iterator[Callable[..., Receiver]]:
+    made: list[Receiver] = []
+
+    def make(*script: dict[str, Any], default: dict[str, Any] | None = None) -> Receiver:
+        receiver = Receiver(directory=tmp_path / "webhooks", script=list(script))
+        if default is not None:
+            receiver.default = default
+        made.append(receiver)
+        return receiver
+
+    yield make
+    for receiver in made:
+        receiver.stop()
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=60) as client:
+        yield client
+
+
+def first_turn(http: httpx.Client, agent: Agent) -> dict[str, Any]:
+    """A task that asks for input: settled, nothing running, nothing pushed yet."""
+    task = agent.ok(http, "SendMessage", {"message": message("first")})["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    return task
+
+
+def second_turn(http: httpx.Client, agent: Agent, task: dict[str, Any]) -> dict[str, Any]:
+    """The follow-up that completes the task (blocking: returns once it is settled)."""
+    follow_up = message("second", taskId=task["id"], contextId=task["contextId"])
+    done = agent.ok(http, "SendMessage", {"message": follow_up})["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    return done
+
+
+def create_config(
+    http: httpx.Client,
+    agent: Agent,
+    task_id: str,
+    url: str,
+    *,
+    config_id: str = "hook",
+    token: str = "tok-" + "x" * 8,
+    scheme: str = "Bearer",
+    credentials: str = "creds-123",
+) -> dict[str, Any]:
+    params = {
+        "taskId": task_id,
+        "id": config_id,
+        "url": url,
+        "token": token,
+        "authentication": {"scheme": scheme, "credentials": credentials},
+    }
+    created = agent.ok(http, "CreateTaskPushNotificationConfig", params)
+    assert created["url"] == url and created["id"] == config_id, created
+    return created
+
+
+def last_seq(task_id: str) -> int:
+    return max(TaskEvent.objects.filter(task_id=task_id).values_list("seq", flat=True), default=0)
+
+
+def pushed_events(task_id: str, after: int = 0) -> list[TaskEvent]:
+    """The task's status and artifact events after seq `after`: what a config hears."""
+    return list(
+        TaskEvent.objects.filter(task_id=task_id, kind__in=PUSHED_KINDS, seq__gt=after).order_by(
+            "seq"
+        )
+    )
+
+
+def deliveries(task_id: str, config_id: str = "hook") -> list[Delivery]:
+    return list(
+        Delivery.objects.filter(config__task_id=task_id, config__config_id=config_id).order_by(
+            "seq"
+        )
+    )
+
+
+def wait_until(condition: Callable[[], Any], *, timeout: float = 20, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        time.sleep(0.1)
+
+
+def settled(task_id: str, count: int, config_id: str = "hook") -> list[Delivery]:
+    """Wait for `count` deliveries of the config, none pending or sending any more."""
+
+    def check() -> list[Delivery] | None:
+        rows = deliveries(task_id, config_id)
+        done = {Delivery.State.DELIVERED, Delivery.State.DEAD}
+        return rows if len(rows) == count and all(d.state in done for d in rows) else None
+
+    return wait_until(check, what=f"{count} settled deliveries of {config_id}")
+
+
+def bodies(received: list[Received]) -> list[Any]:
+    return [r.json() for r in received]
+
+
+def jwks_of(http: httpx.Client, live_platform, agent: Agent) -> dict[str, Any]:
+    response = http.get(f"{live_platform.url}/a2a/{agent.row.tenant.slug}/.well-known/jwks.json")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# --- 1. every event, once, in order ----------------------------------------------------------
+
+
+def test_every_status_and_artifact_event_arrives_once_in_order(http, echo, receivers):
+    receiver = receivers().start()
+    task = first_turn(http, echo)
+    create_config(http, echo, task["id"], receiver.url + "/hooks/a2a")
+    before = last_seq(task["id"])
+
+    second_turn(http, echo, task)
+
+    expected = pushed_events(task["id"], after=before)
+    kinds = [e.kind for e in expected]
+    assert TaskEvent.Kind.ARTIFACT in kinds and kinds[-1] == TaskEvent.Kind.STATUS, kinds
+    assert expected[-1].data["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    received = receiver.wait_for_count(len(expected))
+    rows = settled(task["id"], len(expected))
+
+    # Exactly the events, each once, in seq order; nothing from before the config existed.
+    assert bodies(received) == [e.data for e in expected]
+    assert all(r.method == "POST" and r.path == "/hooks/a2a" for r in received)
+    assert all(r.header("Content-Type") == "application/json" for r in received)
+    assert [d.seq for d in rows] == [e.seq for e in expected]
+    assert [d.event_id for d in rows] == [e.pk for e in expected]
+    for delivery in rows:
+        assert delivery.state == Delivery.State.DELIVERED, delivery
+        assert delivery.attempts == 1 and delivery.last_status_code == 200
+        assert delivery.delivered_at is not None
+        attempts = list(DeliveryAttempt.objects.filter(delivery=delivery))
+        assert len(attempts) == 1, attempts
+        assert attempts[0].status_code == 200 and attempts[0].outcome == "delivered"
+        assert attempts[0].latency_ms is not None and attempts[0].latency_ms >= 0
+    # A second look finds nothing more: exactly once.
+    assert len(receiver.requests()) == len(expected)
+
+
+def test_an_inline_config_on_send_hears_the_task_from_its_first_event(http, echo, receivers):
+    receiver = receivers().start()
+    params = {
+        "message": message("first"),
+        "configuration": {
+            "taskPushNotificationConfig": {"id": "hook", "url": receiver.url, "token": "t0"}
+        },
+    }
+    task = echo.ok(http, "SendMessage", params)["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+
+    expected = pushed_events(task["id"])
+    received = receiver.wait_for_count(len(expected))
+    settled(task["id"], len(expected))
+    assert bodies(received) == [e.data for e in expected]
+    assert expected[-1].data["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert all(r.header("X-A2A-Notification-Token") == "t0" for r in received)
+    listed = echo.ok(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    assert [c["id"] for c in listed["configs"]] == ["hook"]
+
+
+# --- 2. who sent it: token, Authorization, signature ------------------------------------------
+
+
+def test_each_request_carries_the_token_authorization_and_a_verifiable_signature(
+    http, live_platform, echo, receivers, make_tenant
+):
+    receiver = receivers().start()
+    task = first_turn(http, echo)
+    create_config(
+        http, echo, task["id"], receiver.url, token="the-token", scheme="Bearer", credentials="c1"
+    )
+    before = last_seq(task["id"])
+    second_turn(http, echo, task)
+    expected = pushed_events(task["id"], after=before)
+    received = receiver.wait_for_count(len(expected))
+    jwks = jwks_of(http, live_platform, echo)
+    another_task = str(uuid.uuid4())
+
+    jtis = set()
+    for request in received:
+        assert request.header("X-A2A-Notification-Token") == "the-token"
+        assert request.header("Authorization") == "Bearer c1"
+        token = request.header("X-A2A-Signature")
+        assert token, request.headers
+        header = jwt.get_unverified_header(token)
+        assert header["alg"] == "ES256" and header["kid"] in {k["kid"] for k in jwks["keys"]}
+
+        claims = push_signature_verify(
+            token, request.body, jwks, task_id=task["id"], issuer=live_platform.url
+        )
+        assert claims["body_sha256"] == hashlib.sha256(request.body).hexdigest()
+        assert claims["task_id"] == task["id"]
+        assert claims["exp"] - claims["iat"] == 300
+        jtis.add(claims["jti"])
+
+        # The body is the event as signed: change one byte and the signature no longer covers it.
+        tampered = request.body.replace(b'"TASK_STATE_', b'"TASK_STATE_X', 1)
+        if tampered == request.body:
+            tampered = request.body[:-1] + b" }"
+        with pytest.raises(PushSignatureInvalid, match="does not cover this body"):
+            push_signature_verify(token, tampered, jwks, task_id=task["id"])
+        with pytest.raises(PushSignatureInvalid, match="another task"):
+            push_signature_verify(token, request.body, jwks, task_id=another_task)
+    assert len(jtis) == len(received), "every request has a jti of its own"
+    # Another tenant's JWKS does not vouch for my tenant's signatures.
+    stranger = make_tenant()
+    response = http.get(f"{live_platform.url}/a2a/{stranger.slug}/.well-known/jwks.json")
+    assert response.status_code == 200, response.text
+    with pytest.raises(PushSignatureInvalid, match="kid"):
+        push_signature_verify(
+            received[0].header("X-A2A-Signature"), received[0].body, response.json()
+        )
+
+    # What docs/push-verification.md tells receivers to do, with PyJWT and nothing else.
+    client = jwt.PyJWKClient(
+        f"{live_platform.url}/a2a/{echo.row.tenant.slug}/.well-known/jwks.json"
+    )
+    for request in received:
+        token = request.header("X-A2A-Signature")
+        key = client.get_signing_key_from_jwt(token)
+        claims = jwt.decode(
+            token,
+            key.key,
+            algorithms=["ES256"],
+            issuer=live_platform.url,
+            leeway=30,
+            options={"require": ["iss", "iat", "exp", "jti", "task_id", "body_sha256"]},
+        )
+        assert claims["body_sha256"] == hashlib.sha256(request.body).hexdigest()
+        assert claims["task_id"] == task["id"] == request.json()[_payload_key(request)]["taskId"]
+        assert hashlib.sha256(request.body + b"\n").hexdigest() != claims["body_sha256"]
+
+
+def _payload_key(request: Received) -> str:
+    (key,) = request.json().keys()
+    return key
+
+
+# --- 3. the receiver is down, then up ---------------------------------------------------------
+
+
+def test_a_receiver_that_was_down_gets_every_event_in_order_once_it_is_up(http, echo, receivers):
+    receiver = receivers()  # its port is chosen, nothing listens on it yet
+    task = first_turn(http, echo)
+    create_config(http, echo, task["id"], receiver.url)
+    before = last_seq(task["id"])
+    second_turn(http, echo, task)
+    expected = pushed_events(task["id"], after=before)
+
+    # The first delivery fails (connection refused) and is retried; the later ones wait behind it.
+    failed = wait_until(
+        lambda: list(
+            DeliveryAttempt.objects.filter(delivery__config__task_id=task["id"], outcome="retry")
+        ),
+        what="a failed attempt",
+    )
+    assert failed[0].status_code is None and failed[0].error, failed[0].__dict__
+    attempted_seqs = set(
+        DeliveryAttempt.objects.filter(delivery__config__task_id=task["id"]).values_list(
+            "delivery__seq", flat=True
+        )
+    )
+    assert attempted_seqs == {expected[0].seq}, "later events must wait for the first"
+
+    receiver.start()
+    received = receiver.wait_for_count(len(expected))
+    rows = settled(task["id"], len(expected))
+
+    assert bodies(received) == [e.data for e in expected]
+    assert all(d.state == Delivery.State.DELIVERED for d in rows), rows
+    assert rows[0].attempts >= 2 and rows[0].last_status_code == 200
+    head_log = list(DeliveryAttempt.objects.filter(delivery=rows[0]))
+    assert [a.outcome for a in head_log[:-1]] == ["retry"] * (len(head_log) - 1)
+    assert head_log[-1].outcome == "delivered" and head_log[-1].status_code == 200
+    assert len(receiver.requests()) == len(expected)
+
+
+def test_a_receiver_that_goes_down_mid_task_gets_the_rest_once_it_is_back(http, echo, receivers):
+    receiver = receivers().start()
+    params = {
+        "message": message("first"),
+        "configuration": {"taskPushNotificationConfig": {"id": "hook", "url": receiver.url}},
+    }
+    task = echo.ok(http, "SendMessage", params)["task"]
+    first = pushed_events(task["id"])
+    receiver.wait_for_count(len(first))
+    settled(task["id"], len(first))
+    receiver.stop()
+
+    second_turn(http, echo, task)
+    everything = pushed_events(task["id"])
+    assert len(everything) > len(first)
+    wait_until(
+        lambda: DeliveryAttempt.objects.filter(
+            delivery__config__task_id=task["id"], outcome="retry"
+        ).exists(),
+        what="a failed attempt while the receiver is down",
+    )
+    receiver.start()  # the same port again
+    received = receiver.wait_for_count(len(everything))
+    rows = settled(task["id"], len(everything))
+
+    assert bodies(received) == [e.data for e in everything]
+    assert all(d.state == Delivery.State.DELIVERED for d in rows), rows
+
+
+# --- 4. permanent and retryable answers -------------------------------------------------------
+
+
+def test_a_permanent_4xx_is_not_retried(http, echo, receivers):
+    receiver = receivers(answer(403)).start()  # the first request is refused, the rest are 200
+    task = first_turn(http, echo)
+    create_config(http, echo, task["id"], receiver.url)
+    before = last_seq(task["id"])
+    second_turn(http, echo, task)
+    expected = pushed_events(task["id"], after=before)
+
+    rows = settled(task["id"], len(expected))
+    received = receiver.wait_for_count(len(expected))
+
+    head = rows[0]
+    assert head.state == Delivery.State.DEAD, head
+    assert head.attempts == 1 and head.last_status_code == 403
+    assert "403" in head.last_error
+    (attempt,) = DeliveryAttempt.objects.filter(delivery=head)
+    assert attempt.status_code == 403 and attempt.outcome == "dead"
+    # The receiver saw the refused event once: it was not sent again.
+    assert [r.answered for r in received] == [403] + [200] * (len(expected) - 1)
+    assert bodies(received) == [e.data for e in expected]
+    # The dead letter waits for an operator; the events after it were delivered.
+    assert all(d.state == Delivery.State.DELIVERED for d in rows[1:]), rows
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [answer(503, retry_after="1"), answer(429), answer(500), answer(408)],
+    ids=["503-retry-after", "429", "500", "408"],
+)
+def test_a_retryable_answer_is_retried_until_delivered(http, echo, receivers, refusal):
+    receiver = receivers(refusal).start()
+    task = first_turn(http, echo)
+    create_config(http, echo, task["id"], receiver.url)
+    before = last_seq(task["id"])
+    second_turn(http, echo, task)
+    expected = pushed_events(task["id"], after=before)
+
+    rows = settled(task["id"], len(expected))
+    received = receiver.wait_for_count(len(expected) + 1)
+
+    assert all(d.state == Delivery.State.DELIVERED for d in rows), rows
+    head = rows[0]
+    assert head.attempts == 2 and head.last_status_code == 200
+    first, second = DeliveryAttempt.objects.filter(delivery=head)
+    assert (first.status_code, first.outcome) == (refusal["status"], "retry")
+    assert (second.status_code, second.outcome) == (200, "delivered")
+    if "Retry-After" in refusal["headers"]:
+        # Never sooner than the receiver asked (a lower bound the platform guarantees).
+        assert (second.started_at - first.started_at).total_seconds() >= 0.95
+    # The refused event came again, then the rest, in order; each delivered once.
+    assert [r.answered for r in received] == [refusal["status"]] + [200] * len(expected)
+    assert bodies(received) == [expected[0].data] + [e.data for e in expected]
+    assert all(DeliveryAttempt.objects.filter(delivery=d).count() == 1 for d in rows[1:]), (
+        "only the refused delivery is attempted twice"
+    )
+
+
+# --- 5. SSRF ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1/hook", "loopback"),
+        ("http://127.0.0.1:8080/hook", "loopback"),
+        ("http://10.1.2.3/hook", "private"),
+        ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
+        ("http://[::1]/hook", "loopback"),
+        ("http://localhost/hook", "loopback"),
+        ("http://[::ffff:10.0.0.1]/hook", "private"),
+        ("http://0.0.0.0/hook", "unspecified"),
+    ],
+)
+def test_the_production_guard_refuses_internal_addresses(settings, url, reason):
+    settings.A2A_PUSH_ALLOWED_NETWORKS = []
+    settings.A2A_PUSH_ALLOWED_HOSTS = []
+    with pytest.raises(UnsafeUrl) as refused:
+        url_check(url)
+    assert reason in refused.value.reason
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://10.0.0.1/hook", "private address"),
+        ("http://169.254.169.254/latest", "cloud metadata address"),
+        ("ftp://127.0.0.1/hook", "scheme"),
+        ("http://user:pw@127.0.0.1/hook", "user name or password"),
+    ],
+)
+def test_creating_a_config_for_an_internal_url_is_refused(http, echo, url, reason):
+    task = first_turn(http, echo)
+    answered = echo.rpc(
+        http, "CreateTaskPushNotificationConfig", {"taskId": task["id"], "id": "x", "url": url}
+    )
+    assert error_code(answered) == INVALID_PARAMS, answered
+    assert "refused" in answered["error"]["message"] and reason in answered["error"]["message"]
+    assert not PushConfig.objects.filter(task_id=task["id"]).exists()
+
+
+@pytest.mark.parametrize("location", ["http://10.0.0.1/", "{self}/followed"])
+def test_a_redirect_is_not_followed(http, echo, receivers, location):
+    receiver = receivers()
+    receiver.default = answer(302, Location=location.format(self=receiver.url))
+    receiver.start()
+    task = first_turn(http, echo)
+    create_config(http, echo, task["id"], receiver.url + "/hook")
+    before = last_seq(task["id"])
+    second_turn(http, echo, task)
+    expected = pushed_events(task["id"], after=before)
+
+    rows = settled(task["id"], len(expected))
+    received = receiver.wait_for_count(len(expected))
+
+    for delivery in rows:
+        assert delivery.state == Delivery.State.DEAD, delivery
+        assert delivery.attempts == 1 and delivery.last_status_code == 302
+    assert [r.path for r in receiver.requests()] == ["/hook"] * len(expected), "never followed"
+    assert bodies(received) == [e.data for e in expected]
+
+
+# --- 6. v0.3 configs get v0.3 payloads ---------------------------------------------------------
+
+
+def test_a_v03_config_receives_v03_events(http, live_platform, echo, receivers):
+    receiver = receivers().start()
+    task = first_turn(http, echo)
+    params = {
+        "taskId": task["id"],
+        "pushNotificationConfig": {
+            "id": "hook",
+            "url": receiver.url + "/v03",
+            "token": "tok03",
+            "authentication": {"schemes": ["Bearer"], "credentials": "cred03"},
+        },
+    }
+    created = echo.ok(http, "tasks/pushNotificationConfig/set", params, headers={})
+    assert created["taskId"] == task["id"]
+    assert created["pushNotificationConfig"]["url"] == receiver.url + "/v03"
+    before = last_seq(task["id"])
+    second_turn(http, echo, task)
+    expected = pushed_events(task["id"], after=before)
+    received = receiver.wait_for_count(len(expected))
+    settled(task["id"], len(expected))
+
+    events = bodies(received)
+    kinds = {TaskEvent.Kind.STATUS: "status-update", TaskEvent.Kind.ARTIFACT: "artifact-update"}
+    assert [e["kind"] for e in events] == [kinds[e.kind] for e in expected]
+    for event in events:
+        assert event["taskId"] == task["id"] and event["contextId"] == task["contextId"]
+    statuses = [e for e in events if e["kind"] == "status-update"]
+    assert [e["status"]["state"] for e in statuses] == ["working", "completed"], statuses
+    assert [e["final"] for e in statuses] == [False, True], "v0.3 marks the terminal event final"
+    (artifact,) = [e["artifact"] for e in events if e["kind"] == "artifact-update"]
+    assert artifact["parts"][0]["kind"] == "text" and "second" in artifact["parts"][0]["text"]
+    jwks = jwks_of(http, live_platform, echo)
+    for request in received:
+        assert request.path == "/v03"
+        assert request.header("X-A2A-Notification-Token") == "tok03"
+        assert request.header("Authorization") == "Bearer cred03"
+        push_signature_verify(
+            request.header("X-A2A-Signature"), request.body, jwks, task_id=task["id"]
+        )
+
+
+def test_an_inline_config_sent_over_v03_receives_v03_events(http, echo, receivers):
+    receiver = receivers().start()
+    params = {
+        "message": {
+            "kind": "message",
+            "messageId": str(uuid.uuid4()),
+            "role": "user",
+            "parts": [{"kind": "text", "text": "first"}],
+        },
+        "configuration": {"pushNotificationConfig": {"url": receiver.url, "token": "t03"}},
+    }
+    task = echo.ok(http, "message/send", params, headers={})
+    assert task["kind"] == "task" and task["status"]["state"] == "input-required", task
+
+    expected = pushed_events(task["id"])
+    received = receiver.wait_for_count(len(expected))
+    settled(
+        task["id"], len(expected), config_id=PushConfig.objects.get(task_id=task["id"]).config_id
+    )
+    events = bodies(received)
+    kinds = {TaskEvent.Kind.STATUS: "status-update", TaskEvent.Kind.ARTIFACT: "artifact-update"}
+    assert [e.get("kind") for e in events] == [kinds[e.kind] for e in expected], events
+    assert events[-1]["status"]["state"] == "input-required"
+    assert all(r.header("X-A2A-Notification-Token") == "t03" for r in received)
+    listed = echo.ok(http, "tasks/pushNotificationConfig/list", {"id": task["id"]}, headers={})
+    assert [c["pushNotificationConfig"]["url"] for c in listed] == [receiver.url]
+
+
+# --- 7. tenant isolation, and agents without push -------------------------------------------
+
+
+def test_another_tenants_key_cannot_reach_my_tasks_push_configs(
+    http, live_platform, echo, make_tenant, make_agent, make_key
+):
+    task = first_turn(http, echo)
+    create_config(http, echo, task["id"], "http://127.0.0.1:9/hook")
+    other_tenant = make_tenant()
+    other_row = make_agent(other_tenant, "echo")
+    other = Agent(live_platform.agent_url(other_row), make_key(other_tenant), other_row)
+    config = {"taskId": task["id"], "id": "hook", "url": "http://127.0.0.1:9/evil"}
+
+    calls = [
+        ("CreateTaskPushNotificationConfig", config),
+        ("GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook"}),
+        ("ListTaskPushNotificationConfigs", {"taskId": task["id"]}),
+        ("DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook"}),
+    ]
+    for method, params in calls:
+        assert error_code(other.rpc(http, method, params)) == TASK_NOT_FOUND, method
+    # The v0.3 methods too.
+    v03_calls = [
+        (
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task["id"], "pushNotificationConfig": {"url": config["url"]}},
+        ),
+        (
+            "tasks/pushNotificationConfig/get",
+            {"id": task["id"], "pushNotificationConfigId": "hook"},
+        ),
+        ("tasks/pushNotificationConfig/list", {"id": task["id"]}),
+        (
+            "tasks/pushNotificationConfig/delete",
+            {"id": task["id"], "pushNotificationConfigId": "hook"},
+        ),
+    ]
+    for method, params in v03_calls:
+        assert error_code(other.rpc(http, method, params, headers={})) == TASK_NOT_FOUND, method
+    # Its key on my agent's URL is no key at all.
+    refused = http.post(
+        echo.url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "ListTaskPushNotificationConfigs",
+              "params": {"taskId": task["id"]}},
+        headers={"X-API-Key": other.key, **V10},
+    )  # fmt: skip
+    assert refused.status_code == 401
+    # My config is untouched.
+    (mine,) = PushConfig.objects.filter(task_id=task["id"])
+    assert (mine.config_id, mine.url) == ("hook", "http://127.0.0.1:9/hook")
+    got = echo.ok(http, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook"})
+    assert got["url"] == "http://127.0.0.1:9/hook"
+
+
+def test_an_agent_without_push_says_so_and_refuses_configs(http, live_platform, echo, make_agent):
+    row = make_agent(echo.row.tenant, "nopush", push_notifications=False)
+    nopush = Agent(live_platform.agent_url(row), echo.key, row)
+    task = nopush.ok(http, "SendMessage", {"message": message("hi")})["task"]
+    url = "http://127.0.0.1:9/hook"
+
+    calls = [
+        ("CreateTaskPushNotificationConfig", {"taskId": task["id"], "id": "h", "url": url}),
+        ("GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "h"}),
+        ("ListTaskPushNotificationConfigs", {"taskId": task["id"]}),
+        ("DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "h"}),
+    ]
+    for method, params in calls:
+        assert error_code(nopush.rpc(http, method, params)) == PUSH_NOT_SUPPORTED, method
+    v03_set = {"taskId": task["id"], "pushNotificationConfig": {"url": url}}
+    answered = nopush.rpc(http, "tasks/pushNotificationConfig/set", v03_set, headers={})
+    assert error_code(answered) == PUSH_NOT_SUPPORTED
+    inline = {
+        "message": message("hi"),
+        "configuration": {"taskPushNotificationConfig": {"url": url}},
+    }
+    assert error_code(nopush.rpc(http, "SendMessage", inline)) == PUSH_NOT_SUPPORTED
+    assert not PushConfig.objects.filter(task__agent=row).exists()
+
+    def capabilities(agent: Agent) -> dict[str, Any]:
+        response = http.get(agent.url + ".well-known/agent-card.json")
+        assert response.status_code == 200, response.text
+        return response.json()["capabilities"]
+
+    assert capabilities(nopush).get("pushNotifications", False) is False
+    assert capabilities(echo)["pushNotifications"] is True
+
+
+def test_config_crud_round_trip(http, echo):
+    task = first_turn(http, echo)
+    url = "http://127.0.0.1:9/a"
+    create_config(http, echo, task["id"], url, config_id="a", token="ta", credentials="ca")
+    create_config(http, echo, task["id"], url + "b", config_id="b")
+    got = echo.ok(http, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
+    assert got == {
+        "id": "a",
+        "taskId": task["id"],
+        "url": url,
+        "token": "ta",
+        "authentication": {"scheme": "Bearer", "credentials": "ca"},
+    }
+    listed = echo.ok(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    assert [c["id"] for c in listed["configs"]] == ["a", "b"]
+    # Secrets are encrypted at rest.
+    stored = PushConfig.objects.get(task_id=task["id"], config_id="a")
+    assert "ta" != stored.token_encrypted and "ca" not in stored.auth_credentials_encrypted
+    assert (
+        echo.ok(http, "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"}) == {}
+    )
+    answered = echo.rpc(http, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
+    assert error_code(answered) == TASK_NOT_FOUND
+    listed = echo.ok(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    assert [c["id"] for c in listed["configs"]] == ["b"]
