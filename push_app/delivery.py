@@ -29,11 +29,14 @@ from google.protobuf.json_format import ParseDict
 from agents.crypto import decrypt
 from agents.signing import push_signature
 from tasks_app import dialects
-from tasks_app.dialects import V0_3
+from tasks_app.dialect_v01 import v01_stream_events
+from tasks_app.dialects import V0_1, V0_3
 from tasks_app.models import TaskEvent
+from tasks_app.selectors import task_artifact_ids
 from tasks_app.streams import SETTLED_STATES
 
 from .models import Delivery, DeliveryAttempt, PushConfig
+from .services import push_config_headers
 from .ssrf import UnsafeUrl, guarded_client
 
 logger = logging.getLogger(__name__)
@@ -49,6 +52,14 @@ def push_payload(config: PushConfig, event: TaskEvent) -> bytes:
     """The event as the config's protocol version shapes it: v1.0 StreamResponse JSON, or for a
     config created over v0.3, the v0.3 event (status-update / artifact-update with `kind`),
     marked `final` where a v0.3 stream would end (a terminal or interrupted state)."""
+    if config.dialect == V0_1:
+        response = ParseDict(event.data, StreamResponse())
+        final = event.kind == TaskEvent.Kind.STATUS and event.state in SETTLED_STATES
+        indexes = {a: n for n, a in enumerate(task_artifact_ids(task_id=config.task_id))}
+        (result,) = v01_stream_events(
+            response, final=final, task_id=str(config.task_id), artifact_indexes=indexes
+        )
+        return json.dumps(result).encode()
     if config.dialect == V0_3:
         response = ParseDict(event.data, StreamResponse())
         final = event.kind == TaskEvent.Kind.STATUS and event.state in SETTLED_STATES
@@ -57,7 +68,8 @@ def push_payload(config: PushConfig, event: TaskEvent) -> bytes:
 
 
 def _headers(config: PushConfig, body: bytes) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "User-Agent": "a2a-platform-push/1"}
+    headers = push_config_headers(config)  # v0.1's own headers; the platform's come after
+    headers.update({"Content-Type": "application/json", "User-Agent": "a2a-platform-push/1"})
     if config.token_encrypted:
         headers[TOKEN_HEADER] = decrypt(config.token_encrypted)
     if config.auth_scheme:

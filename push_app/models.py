@@ -18,6 +18,8 @@ class PushConfig(models.Model):
     token_encrypted = models.TextField(blank=True)
     auth_scheme = models.CharField(max_length=100, blank=True)
     auth_credentials_encrypted = models.TextField(blank=True)
+    # v0.1 configs carry free-form request headers instead (a JSON object, encrypted).
+    headers_encrypted = models.TextField(blank=True)
     # The protocol version the config was created in: its deliveries use that payload shape.
     dialect = models.CharField(max_length=8, default="1.0")
     # Which event kinds the config hears (TaskEvent.Kind values).

@@ -7,7 +7,10 @@ address again at connect time). Its token and credentials are stored encrypted.
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
+from typing import Any
 
 from a2a.types import (
     AuthenticationInfo,
@@ -59,13 +62,45 @@ def push_url_validate(url: str) -> None:
         raise InvalidParamsError(f"The push notification 'url' is refused: {exc.reason}") from None
 
 
+# Headers a v0.1 config may not set: the platform writes these itself.
+RESERVED_HEADERS = frozenset(
+    {"content-type", "content-length", "host", "transfer-encoding", "connection",
+     "x-a2a-signature", "user-agent"}
+)  # fmt: skip
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+
+
+def push_headers_validate(headers: dict[str, str]) -> None:
+    """v0.1's free-form headers: names and values an HTTP request can carry, none of ours."""
+    if len(headers) > 20:
+        raise InvalidParamsError("'headers' may hold at most 20 headers.")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not HEADER_NAME.fullmatch(name):
+            raise InvalidParamsError(f"'headers': {str(name)[:100]!r} is not a header name.")
+        if name.lower() in RESERVED_HEADERS:
+            raise InvalidParamsError(f"'headers': {name} is set by the platform itself.")
+        if not isinstance(value, str) or len(value) > 4096 or any(c in value for c in "\r\n\0"):
+            raise InvalidParamsError(f"'headers': the value of {name} is not a header value.")
+
+
+def push_config_headers(config: PushConfig) -> dict[str, str]:
+    return json.loads(decrypt(config.headers_encrypted)) if config.headers_encrypted else {}
+
+
 def push_config_set(
-    *, task: Task, config: TaskPushNotificationConfig, dialect: str, checked: bool = False
+    *,
+    task: Task,
+    config: TaskPushNotificationConfig,
+    dialect: str,
+    checked: bool = False,
+    headers: dict[str, str] | None = None,
 ) -> TaskPushNotificationConfig:
     """Create, or replace the config with the same id. `task` is already the caller's;
     `checked`: the URL already passed the SSRF guard (inline configs, before the lock)."""
     if not checked:
         push_url_validate(config.url)
+    if headers:
+        push_headers_validate(headers)
     if config.HasField("authentication") and not config.authentication.scheme:
         raise InvalidParamsError("'authentication.scheme' is required when authentication is set.")
     config_id = config.id or str(uuid.uuid4())
@@ -82,6 +117,7 @@ def push_config_set(
         ),
         "dialect": dialect,
         "event_kinds": list(DEFAULT_EVENT_KINDS),
+        "headers_encrypted": encrypt(json.dumps(headers)) if headers else "",
     }
     try:
         with transaction.atomic():
@@ -96,10 +132,15 @@ def push_config_set(
 
 
 def push_config_create(
-    *, agent: Agent, principal: Principal, config: TaskPushNotificationConfig, dialect: str
+    *,
+    agent: Agent,
+    principal: Principal,
+    config: TaskPushNotificationConfig,
+    dialect: str,
+    headers: dict[str, str] | None = None,
 ) -> TaskPushNotificationConfig:
     task = task_get_row(agent=agent, principal=principal, task_id=config.task_id)
-    return push_config_set(task=task, config=config, dialect=dialect)
+    return push_config_set(task=task, config=config, dialect=dialect, headers=headers)
 
 
 def _config_row(*, agent: Agent, principal: Principal, task_id: str, config_id: str) -> PushConfig:
@@ -112,6 +153,12 @@ def _config_row(*, agent: Agent, principal: Principal, task_id: str, config_id: 
             f"Task {task_id!r} has no push notification config {config_id[:200]!r}."
         )
     return config
+
+
+def push_config_get_v01(*, agent: Agent, principal: Principal, task_id: str) -> dict[str, Any]:
+    """v0.1's view of a task's push config: its `url` and `headers`."""
+    config = _config_row(agent=agent, principal=principal, task_id=task_id, config_id="")
+    return {"url": config.url, "headers": push_config_headers(config)}
 
 
 def push_config_get(

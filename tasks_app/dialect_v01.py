@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,6 +23,7 @@ from a2a.types import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
 )
@@ -38,12 +40,21 @@ from agents.cards import agent_card_build
 from .dialects import V0_1, v03_dump
 from .errors import (
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotFoundError,
 )
 from .models import TERMINAL_STATES
-from .operations import Caller, cancel_task, get_task, send_message
+from .operations import (
+    Caller,
+    cancel_task,
+    create_push_config,
+    get_push_config_v01,
+    get_task,
+    send_message,
+)
 from .services import MAX_ID_LENGTH
+
+# v0.1 has one push config per task; it is stored under this id.
+V01_PUSH_CONFIG_ID = "v0.1"
 
 Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
 
@@ -219,13 +230,34 @@ def v01_send_request(params: dict[str, Any]) -> tuple[SendMessageRequest, uuid.U
     metadata = _optional(params, "metadata", dict, "metadata")
     if metadata:
         _proto_json(metadata, request.metadata, "metadata")
-    if params.get("pushNotification") is not None:
-        raise PushNotificationNotSupportedError(
-            "'pushNotification': this agent does not offer push notifications to v0.1 "
-            "clients; send without it and poll with tasks/get or stream with "
-            "tasks/sendSubscribe."
-        )
+    push = v01_push_config(params, "pushNotification")
+    if push is not None:
+        request.configuration.task_push_notification_config.url = push[0]
     return request, task_id
+
+
+def v01_push_config(params: dict[str, Any], where: str | None) -> tuple[str, dict] | None:
+    """v0.1's push config, `{url, headers}`: at the top of tasks/pushNotification/set's params
+    (`where` None), or under `pushNotification` in a send. None when a send has none."""
+    if where is None:  # set: flat, or the original v0.1 form under pushNotificationConfig
+        where = "pushNotificationConfig" if "pushNotificationConfig" in params else None
+    config = params if where is None else params.get(where)
+    if config is None:
+        return None
+    prefix = "" if where is None else f"{where}."
+    if not isinstance(config, dict):
+        raise _bad(where or "params", f"must be an object, not {_kind(config)}.")
+    url = _required(config, "url", str, f"{prefix}url")
+    headers = _optional(config, "headers", dict, f"{prefix}headers") or {}
+    return url, headers
+
+
+def v01_call_with_push_headers(call: Caller, params: dict[str, Any]) -> Caller:
+    """The caller, carrying an inline push config's headers to the send."""
+    push = v01_push_config(params, "pushNotification")
+    if not push or not push[1]:
+        return call
+    return dataclasses.replace(call, push_headers=tuple(push[1].items()))
 
 
 async def v01_continue_or_create(
@@ -452,7 +484,7 @@ def v01_card_json(card: AgentCard) -> dict[str, Any]:
         result["documentationUrl"] = card.documentation_url
     result["capabilities"] = {
         "streaming": card.capabilities.streaming,
-        "pushNotifications": False,  # v0.1's tasks/pushNotification/{get,set} stay refused
+        "pushNotifications": card.capabilities.push_notifications,
         # TaskEvent keeps every transition, but v0.1 has no method that returns them.
         "stateTransitionHistory": False,
     }
@@ -507,6 +539,7 @@ def _skill_json(skill: AgentSkill) -> dict[str, Any]:
 
 async def v01_send(call: Caller, params: dict[str, Any]) -> Any:
     request, task_id = v01_send_request(params)
+    call = v01_call_with_push_headers(call, params)
     if task_id is None:
         # The server chooses the id, here: the task is found by it if the agent answers with
         # a Message, which does not say which task it answers.
@@ -540,15 +573,20 @@ async def v01_get_card(call: Caller, params: dict[str, Any]) -> Any:
     return v01_card_json(await database_sync_to_async(agent_card_build)(call.agent))
 
 
-def _push_unsupported(method: str) -> Handler:
-    async def handler(call: Caller, params: dict[str, Any]) -> Any:
-        raise PushNotificationNotSupportedError(
-            f"{method}: this agent does not offer push notifications (its card declares "
-            "capabilities.pushNotifications=false); poll with tasks/get or stream with "
-            "tasks/sendSubscribe."
-        )
+async def v01_push_set(call: Caller, params: dict[str, Any]) -> Any:
+    task_id = _required(params, "id", str, "id")
+    _optional(params, "sessionId", str, "sessionId")
+    url, headers = v01_push_config(params, None) or ("", {})
+    # One config per task in v0.1: setting again replaces it.
+    config = TaskPushNotificationConfig(task_id=task_id, id=V01_PUSH_CONFIG_ID, url=url)
+    await create_push_config(call, config, dialect=V0_1, headers=headers)
+    return {"url": url, "headers": headers}
 
-    return handler
+
+async def v01_push_get(call: Caller, params: dict[str, Any]) -> Any:
+    task_id = _required(params, "id", str, "id")
+    _optional(params, "sessionId", str, "sessionId")
+    return await get_push_config_v01(call, task_id)
 
 
 V01_METHODS: dict[str, Handler] = {
@@ -556,8 +594,8 @@ V01_METHODS: dict[str, Handler] = {
     "tasks/get": v01_get,
     "tasks/cancel": v01_cancel,
     "agent/getCard": v01_get_card,
-    "tasks/pushNotification/get": _push_unsupported("tasks/pushNotification/get"),
-    "tasks/pushNotification/set": _push_unsupported("tasks/pushNotification/set"),
+    "tasks/pushNotification/get": v01_push_get,
+    "tasks/pushNotification/set": v01_push_set,
 }
 
 __all__ = [

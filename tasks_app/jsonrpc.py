@@ -246,6 +246,7 @@ def _v03_event(item: StreamItem) -> Any:
 
 async def v01_send_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     request, task_id = dialect_v01.v01_send_request(params)
+    call = dialect_v01.v01_call_with_push_headers(call, params)
     request, new_task_id = await dialect_v01.v01_continue_or_create(call, request, task_id)
     return SseStream(
         await send_message_stream(call, request, new_task_id=new_task_id), _v01_renderer()

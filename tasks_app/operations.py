@@ -58,6 +58,8 @@ class Caller:
     extensions: frozenset[str] = frozenset()
     # The protocol version the call speaks: push configs created by it deliver in its shape.
     dialect: str = "1.0"
+    # v0.1's headers for a push config set inline with a send.
+    push_headers: tuple[tuple[str, str], ...] = ()
 
 
 def requested_extensions(*values: str | None) -> frozenset[str]:
@@ -95,6 +97,7 @@ async def _send(
         new_task_id=new_task_id,
         extensions=sorted(caller.extensions),
         push_dialect=caller.dialect,
+        push_headers=dict(caller.push_headers),
     )
 
 
@@ -297,13 +300,29 @@ def _push_check(caller: Caller) -> None:
 
 
 async def create_push_config(
-    caller: Caller, config: TaskPushNotificationConfig, *, dialect: str
+    caller: Caller,
+    config: TaskPushNotificationConfig,
+    *,
+    dialect: str,
+    headers: dict[str, str] | None = None,
 ) -> TaskPushNotificationConfig:
-    """Create (or replace, by id) a config; `dialect` shapes what its deliveries carry."""
+    """Create (or replace, by id) a config; `dialect` shapes what its deliveries carry;
+    `headers` are v0.1's free-form ones."""
     check_tenant(caller, config.tenant)
     _push_check(caller)
     return await database_sync_to_async(_push_services().push_config_create)(
-        agent=caller.agent, principal=caller.principal, config=config, dialect=dialect
+        agent=caller.agent,
+        principal=caller.principal,
+        config=config,
+        dialect=dialect,
+        headers=headers,
+    )
+
+
+async def get_push_config_v01(caller: Caller, task_id: str) -> dict[str, Any]:
+    _push_check(caller)
+    return await database_sync_to_async(_push_services().push_config_get_v01)(
+        agent=caller.agent, principal=caller.principal, task_id=task_id
     )
 
 

@@ -68,6 +68,7 @@ def message_send(
     new_task_id: uuid.UUID | None = None,
     extensions: list[str] | None = None,
     push_dialect: str = "1.0",
+    push_headers: dict[str, str] | None = None,
 ) -> SendOutcome:
     """Create a task or continue one with the user's message, then queue the agent run.
 
@@ -128,7 +129,9 @@ def message_send(
             from push_app.services import push_config_set
 
             config = request.configuration.task_push_notification_config
-            push_config_set(task=task, config=config, dialect=push_dialect, checked=True)
+            push_config_set(
+                task=task, config=config, dialect=push_dialect, checked=True, headers=push_headers
+            )
         stored = MessageProto()
         stored.CopyFrom(message)
         stored.task_id = str(task.id)

@@ -718,3 +718,34 @@ def test_config_crud_round_trip(http, echo):
     assert error_code(answered) == TASK_NOT_FOUND
     listed = echo.ok(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
     assert [c["id"] for c in listed["configs"]] == ["b"]
+
+
+# --- v0.1 ----------------------------------------------------------------------------------
+
+
+def test_a_v01_config_receives_v01_events_with_its_headers(http, echo, receivers):
+    receiver = receivers().start()
+    v01 = {"A2A-Version": "0.1"}
+    task_id = str(uuid.uuid4())
+    send = {"id": task_id, "message": {"role": "user", "parts": [{"type": "text", "text": "a"}]}}
+    task = echo.ok(http, "tasks/send", send, headers=v01)
+    assert task["status"]["state"] == "input-required", task
+    config = {"id": task_id, "url": receiver.url, "headers": {"X-Hook-Secret": "v01"}}
+    assert echo.ok(http, "tasks/pushNotification/set", config, headers=v01)["url"] == receiver.url
+    after = last_seq(task_id)
+    follow_up = {
+        "id": task_id,
+        "message": {"role": "user", "parts": [{"type": "text", "text": "b"}]},
+    }
+    assert echo.ok(http, "tasks/send", follow_up, headers=v01)["status"]["state"] == "completed"
+
+    expected = pushed_events(task_id, after)
+    received = receiver.wait_for_count(len(expected))
+    settled(task_id, len(expected), config_id="v0.1")
+    events = bodies(received)
+    # v0.1 events: a status update with `final`, or an artifact with its `index`; no `kind`
+    assert all("kind" not in e and e["id"] == task_id for e in events), events
+    assert events[-1]["status"]["state"] == "completed" and events[-1]["final"] is True
+    assert any("artifact" in e and e["artifact"]["index"] == 0 for e in events), events
+    assert all(r.header("X-Hook-Secret") == "v01" for r in received)
+    assert all(r.header("X-A2A-Signature") for r in received)

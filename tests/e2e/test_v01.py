@@ -219,7 +219,7 @@ def test_agent_card(http, live_platform, make_tenant, make_agent, make_key):
     card = result_of(rpc(http, target, "agent/getCard", {}))
     assert card["name"] == "Carded" and card["description"] == "The carded agent."
     assert card["url"] == target.url + "?A2A-Version=0.1"
-    assert card["capabilities"]["pushNotifications"] is False
+    assert card["capabilities"]["pushNotifications"] is True
     assert card["capabilities"]["stateTransitionHistory"] is False
     assert card["authentication"] == {"schemes": ["apiKey", "bearer"]}
     assert card["defaultInputModes"] == ["text/plain"]
@@ -247,28 +247,31 @@ def test_v01_only_methods_need_no_header(http, echo):
     )
     assert task["status"]["state"] == "completed" and "sessionId" in task
     assert result_of(rpc(http, echo, "agent/getCard", {}, headers={}))["name"] == "Echo"
-    error_of(rpc(http, echo, "tasks/pushNotification/get", {"id": task["id"]}, headers={}), -32003)
+    # (v0.1 reports a task without a push config as task-not-found, -32001.)
+    error_of(rpc(http, echo, "tasks/pushNotification/get", {"id": task["id"]}, headers={}), -32001)
 
 
-def test_push_notification_methods(http, echo):
+def test_push_notification_methods(http, echo, make_agent):
     task = send(http, echo, str(uuid.uuid4()), "hi")
-    error_of(
-        rpc(http, echo, "tasks/pushNotification/get", {"id": task["id"]}),
-        -32003,
-        "tasks/pushNotification/get",
-        "push notifications",
-    )
-    error_of(
-        rpc(
-            http,
-            echo,
-            "tasks/pushNotification/set",
-            {"id": task["id"], "pushNotificationConfig": {"url": "https://hook.example/"}},
-        ),
-        -32003,
-        "tasks/pushNotification/set",
-    )
-    error_of(
+    hook = "http://127.0.0.1:9/hook"  # loopback is allowlisted in the tests; nothing listens
+    # set, flat as the v0.1 text has it, then in the original pushNotificationConfig form
+    flat = {"id": task["id"], "url": hook, "headers": {"X-Hook-Secret": "s3"}}
+    assert result_of(rpc(http, echo, "tasks/pushNotification/set", flat)) == {
+        "url": hook,
+        "headers": {"X-Hook-Secret": "s3"},
+    }
+    nested = {"id": task["id"], "pushNotificationConfig": {"url": hook + "2"}}
+    assert result_of(rpc(http, echo, "tasks/pushNotification/set", nested))["url"] == hook + "2"
+    # one config per task in v0.1: the second set replaced the first
+    got = result_of(rpc(http, echo, "tasks/pushNotification/get", {"id": task["id"]}))
+    assert got == {"url": hook + "2", "headers": {}}
+    # the platform's own headers and private addresses are refused, naming why
+    reserved = {"id": task["id"], "url": hook, "headers": {"X-A2A-Signature": "forged"}}
+    error_of(rpc(http, echo, "tasks/pushNotification/set", reserved), -32602, "X-A2A-Signature")
+    private = {"id": task["id"], "url": "http://10.0.0.1/hook"}
+    error_of(rpc(http, echo, "tasks/pushNotification/set", private), -32602, "private")
+    # inline with a send: the new task has the config
+    sent = result_of(
         rpc(
             http,
             echo,
@@ -276,12 +279,23 @@ def test_push_notification_methods(http, echo):
             {
                 "id": str(uuid.uuid4()),
                 "message": message("x"),
-                "pushNotification": {"url": "https://hook.example/"},
+                "pushNotification": {"url": hook, "headers": {"X-Hook": "1"}},
             },
-        ),
-        -32003,
-        "pushNotification",
+        )
     )
+    got = result_of(rpc(http, echo, "tasks/pushNotification/get", {"id": sent["id"]}))
+    assert got == {"url": hook, "headers": {"X-Hook": "1"}}
+
+
+def test_push_notification_methods_on_an_agent_without_push(http, live_platform, echo):
+    echo.agent.push_notifications = False
+    echo.agent.save()
+    task = send(http, echo, str(uuid.uuid4()), "hi")
+    set_params = {"id": task["id"], "url": "http://127.0.0.1:9/hook"}
+    error_of(rpc(http, echo, "tasks/pushNotification/set", set_params), -32003)
+    error_of(rpc(http, echo, "tasks/pushNotification/get", {"id": task["id"]}), -32003)
+    card = result_of(rpc(http, echo, "agent/getCard", {}))
+    assert card["capabilities"]["pushNotifications"] is False
 
 
 @pytest.mark.parametrize(

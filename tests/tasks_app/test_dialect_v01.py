@@ -202,9 +202,13 @@ def test_bad_send_params_name_the_field(params, words):
     assert words in caught.value.message
 
 
-def test_push_notification_in_send_is_refused():
-    with pytest.raises(PushNotificationNotSupportedError, match="pushNotification"):
-        v01_send_request({"message": user_message(), "pushNotification": {"url": "https://x"}})
+def test_push_notification_in_send_becomes_the_sends_push_config():
+    request, _ = v01_send_request(
+        {"message": user_message(), "pushNotification": {"url": "https://x.example/h"}}
+    )
+    assert request.configuration.task_push_notification_config.url == "https://x.example/h"
+    with pytest.raises(InvalidParamsError, match="pushNotification.url"):
+        v01_send_request({"message": user_message(), "pushNotification": {"headers": {}}})
 
 
 def test_task_id_params():
@@ -502,7 +506,7 @@ def test_card_in_v01_shape(make_tenant, make_agent):
         "documentationUrl": "https://docs.example/helper",
         "capabilities": {
             "streaming": agent_card_build(agent).capabilities.streaming,
-            "pushNotifications": False,
+            "pushNotifications": True,
             "stateTransitionHistory": False,
         },
         "authentication": {"schemes": ["apiKey", "bearer", "none"]},
@@ -617,10 +621,11 @@ def test_send_without_an_id_creates_a_task(agent, no_runs, settings):
     assert TaskRow.objects.filter(pk=created["id"], owner=ALICE.owner).exists()
 
 
-def test_push_methods_are_refused(agent):
+def test_push_methods_are_refused_when_the_agent_offers_no_push(agent):
+    agent.push_notifications = False
     for method in ("tasks/pushNotification/get", "tasks/pushNotification/set"):
-        with pytest.raises(PushNotificationNotSupportedError, match=method):
-            call(agent, ALICE, method, {"id": str(uuid.uuid4())})
+        with pytest.raises(PushNotificationNotSupportedError):
+            call(agent, ALICE, method, {"id": str(uuid.uuid4()), "url": "https://x.example/"})
 
 
 @pytest.mark.django_db(transaction=True)
