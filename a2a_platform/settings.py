@@ -373,6 +373,16 @@ A2A_PUSH_TIMEOUT_SECONDS = _positive_float("A2A_PUSH_TIMEOUT_SECONDS", 10.0)
 A2A_PUSH_MAX_ATTEMPTS = _positive_int("A2A_PUSH_MAX_ATTEMPTS", 12)
 A2A_PUSH_BACKOFF_BASE_SECONDS = _positive_float("A2A_PUSH_BACKOFF_BASE_SECONDS", 30.0)
 A2A_PUSH_BACKOFF_MAX_SECONDS = _positive_float("A2A_PUSH_BACKOFF_MAX_SECONDS", 6 * 3600.0)
+# The task events a new push config hears (TaskEvent kinds): state changes and artifacts.
+A2A_PUSH_EVENT_KINDS = env.list(
+    "A2A_PUSH_EVENT_KINDS", default=["status_update", "artifact_update"]
+)
+_unknown_kinds = set(A2A_PUSH_EVENT_KINDS) - {"status_update", "artifact_update", "message", "task"}
+if _unknown_kinds or not A2A_PUSH_EVENT_KINDS:
+    raise ImproperlyConfigured(
+        "A2A_PUSH_EVENT_KINDS must name some of status_update, artifact_update, message, task; "
+        f"got {', '.join(A2A_PUSH_EVENT_KINDS) or 'nothing'}."
+    )
 # How often beat looks for due deliveries (and deliveries a dead worker left half-sent).
 A2A_PUSH_DISPATCH_INTERVAL_SECONDS = _positive_float("A2A_PUSH_DISPATCH_INTERVAL_SECONDS", 15.0)
 

@@ -17,6 +17,7 @@ from a2a.types import (
     ListTaskPushNotificationConfigsResponse,
     TaskPushNotificationConfig,
 )
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -30,8 +31,6 @@ from tasks_app.selectors import task_get_row
 from .models import Delivery, PushConfig
 from .ssrf import UnsafeUrl, url_check
 
-# What a config hears unless it says otherwise: state changes and artifacts (spec 4.3).
-DEFAULT_EVENT_KINDS = [TaskEvent.Kind.STATUS, TaskEvent.Kind.ARTIFACT]
 MAX_PAGE_SIZE = 100
 
 
@@ -116,7 +115,8 @@ def push_config_set(
             else ""
         ),
         "dialect": dialect,
-        "event_kinds": list(DEFAULT_EVENT_KINDS),
+        # What it hears, fixed at creation: the operator's A2A_PUSH_EVENT_KINDS.
+        "event_kinds": list(settings.A2A_PUSH_EVENT_KINDS),
         "headers_encrypted": encrypt(json.dumps(headers)) if headers else "",
     }
     try:

@@ -44,6 +44,7 @@ def start(**env: str) -> subprocess.CompletedProcess[str]:
         ("A2A_PUBLIC_BASE_URL", "agents.example.com"),
         ("DJANGO_SECRET_KEY", ""),
         ("A2A_TASK_LEASE_SECONDS", "0.1"),
+        ("A2A_PUSH_EVENT_KINDS", "status_update,bogus"),
     ],
 )
 def test_bad_values_stop_start_up_and_name_the_setting(name, value):

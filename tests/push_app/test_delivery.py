@@ -96,3 +96,15 @@ def test_only_dead_deliveries_are_redelivered(config, django_capture_on_commit_c
     assert len(callbacks) == 1  # one job queued, for the redelivered one
     dead.refresh_from_db()
     assert dead.state == Delivery.State.PENDING
+
+
+def test_a_new_config_hears_the_operators_event_kinds(config, settings):
+    from a2a.types import TaskPushNotificationConfig
+
+    from push_app.services import push_config_set
+
+    settings.A2A_PUSH_EVENT_KINDS = ["status_update"]
+    request = TaskPushNotificationConfig(id="only-status", url="https://example.com/h")
+    push_config_set(task=config.task, config=request, dialect="1.0", checked=True)
+    stored = PushConfig.objects.get(task=config.task, config_id="only-status")
+    assert stored.event_kinds == ["status_update"]
