@@ -5,10 +5,10 @@ under it and the REST v0.3 paths under `v1/`.
 """
 
 from django.contrib import admin
-from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from a2a_platform.health import healthz, readyz
 from agents.views import agent_card, jwks, tenant_jwks
 from tasks_app import rest
 from tasks_app.dialects import V0_3, V1_0
@@ -28,10 +28,6 @@ class TaskIdConverter:
 
 
 register_converter(TaskIdConverter, "task")
-
-
-def healthz(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"status": "ok"})
 
 
 def rest_paths(dialect: str, name: str) -> list:
@@ -77,6 +73,7 @@ agent = "a2a/<slug:tenant_slug>/<slug:agent_slug>/"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz),
+    path("readyz", readyz),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path(".well-known/jwks.json", jwks, name="jwks"),
