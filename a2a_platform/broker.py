@@ -4,6 +4,11 @@ kombu's filesystem transport writes a message file in place, and a consumer may 
 half written: the worker then fails to decode it, the message is gone, and the consumer stops.
 This channel writes each message under a name the consumer ignores and renames it into place,
 which is atomic, so a consumer sees a whole message or none.
+
+The exchange tables (which queues an exchange routes to) had the same flaw: the first bind
+created the file empty and only then locked and wrote it, so a producer reading the table in
+between read nothing and failed to decode it. The first bind now writes the table under another
+name and links it into place whole.
 """
 
 from __future__ import annotations
@@ -30,6 +35,22 @@ class Channel(filesystem.Channel):
             os.replace(partial, final)
         except OSError as exc:
             raise filesystem.ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
+        table = self._exchange_file(exchange)
+        self.control_folder.mkdir(exist_ok=True)
+        if not table.exists():
+            entry = [filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")]
+            partial = table.with_name(f"{table.name}.{uuid.uuid4().hex}.partial")
+            partial.write_bytes(dumps(entry).encode())
+            try:
+                os.link(partial, table)  # the table appears whole, or another bind made it
+                return
+            except FileExistsError:
+                pass  # then add to it, under kombu's lock, as kombu does
+            finally:
+                partial.unlink(missing_ok=True)
+        super()._queue_bind(exchange, routing_key, pattern, queue)
 
 
 class Transport(filesystem.Transport):
