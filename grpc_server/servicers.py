@@ -242,7 +242,7 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
             caller = await self.caller(
                 context, request, tenant=request.tenant, task_id=request.task_id
             )
-            return await create_push_config(caller, request, dialect=V1_0)
+            return await create_push_config(caller, request)
 
         return await self.unary(context, call)
 
@@ -383,7 +383,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
             task_id = _v03_task_name(request.parent, "parent")
             caller = await self.caller(context, request, task_id=task_id)
             config = dialects.v03pb_push_config_request(request)
-            created = await create_push_config(caller, config, dialect=V0_3)
+            created = await create_push_config(caller, config)
             return dialects.v03pb_push_config(created)
 
         return await self.unary(context, call)

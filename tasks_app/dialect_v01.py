@@ -579,7 +579,7 @@ async def v01_push_set(call: Caller, params: dict[str, Any]) -> Any:
     url, headers = v01_push_config(params, None) or ("", {})
     # One config per task in v0.1: setting again replaces it.
     config = TaskPushNotificationConfig(task_id=task_id, id=V01_PUSH_CONFIG_ID, url=url)
-    await create_push_config(call, config, dialect=V0_1, headers=headers)
+    await create_push_config(call, config, headers=headers)
     return {"url": url, "headers": headers}
 
 

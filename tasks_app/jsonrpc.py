@@ -6,6 +6,7 @@ Adapters stay thin: parse with the dialect codec, call one service, serialize. T
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -118,7 +119,7 @@ async def v10_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
 
 async def v10_push_create(call: Caller, params: dict[str, Any]) -> Any:
     config = dialects.v10_params(params, TaskPushNotificationConfig)
-    return _dict(await create_push_config(call, config, dialect=V1_0))
+    return _dict(await create_push_config(call, config))
 
 
 async def v10_push_get(call: Caller, params: dict[str, Any]) -> Any:
@@ -206,7 +207,7 @@ async def v03_push_set(call: Caller, params: dict[str, Any]) -> Any:
     core = dialects.v03_convert(
         method, conversions.to_core_create_task_push_notification_config_request, request
     )
-    config = await create_push_config(call, core, dialect=V0_3)
+    config = await create_push_config(call, core)
     return dialects.v03_dump(conversions.to_compat_task_push_notification_config(config))
 
 
@@ -382,6 +383,8 @@ async def _dispatch_one(
     params = body.get("params", {})
     try:
         dialect = _effective_dialect(dialect, method)
+        if call.dialect != dialect:  # a v0.1-only method sent without a version header
+            call = dataclasses.replace(call, dialect=dialect)
         handler = METHODS[dialect].get(method)
         if handler is None:
             raise _method_not_found(dialect, method)

@@ -38,6 +38,7 @@ from agents.cards import agent_card_build
 from agents.errors import AuthenticationRequired
 from agents.models import Agent
 
+from .dialects import V1_0
 from .errors import InvalidParamsError, PushNotificationNotSupportedError, UnsupportedOperationError
 from .models import TERMINAL_STATES
 from .selectors import task_get, task_get_row, task_list, task_send_result, task_snapshot
@@ -303,18 +304,17 @@ async def create_push_config(
     caller: Caller,
     config: TaskPushNotificationConfig,
     *,
-    dialect: str,
     headers: dict[str, str] | None = None,
 ) -> TaskPushNotificationConfig:
-    """Create (or replace, by id) a config; `dialect` shapes what its deliveries carry;
-    `headers` are v0.1's free-form ones."""
+    """Create (or replace, by id) a config; the caller's dialect shapes what its deliveries
+    carry; `headers` are v0.1's free-form ones."""
     check_tenant(caller, config.tenant)
     _push_check(caller)
     return await database_sync_to_async(_push_services().push_config_create)(
         agent=caller.agent,
         principal=caller.principal,
         config=config,
-        dialect=dialect,
+        dialect=caller.dialect,
         headers=headers,
     )
 
@@ -332,6 +332,8 @@ async def get_push_config(
     """A config by id; with no id (v0.3 allows it), the task's first config."""
     check_tenant(caller, tenant)
     _push_check(caller)
+    if not config_id and caller.dialect == V1_0:
+        raise InvalidParamsError("The push notification config 'id' is required.")
     return await database_sync_to_async(_push_services().push_config_get)(
         agent=caller.agent, principal=caller.principal, task_id=task_id, config_id=config_id
     )

@@ -611,7 +611,7 @@ class PushConfigsView(A2AView):
     async def post(self, request: Request, task_id: str, **kwargs: Any) -> Response:
         call = await self.caller(request)
         config = self.codec.push_create_request(task_id, self.body(request))
-        created = await create_push_config(call, config, dialect=self.dialect)
+        created = await create_push_config(call, config)
         return Response(self.codec.push_config(created))
 
     async def get(self, request: Request, task_id: str, **kwargs: Any) -> Response:

@@ -749,3 +749,18 @@ def test_a_v01_config_receives_v01_events_with_its_headers(http, echo, receivers
     assert any("artifact" in e and e["artifact"]["index"] == 0 for e in events), events
     assert all(r.header("X-Hook-Secret") == "v01" for r in received)
     assert all(r.header("X-A2A-Signature") for r in received)
+
+
+def test_a_v01_method_sent_without_a_version_header_makes_a_v01_config(http, echo):
+    task_id = str(uuid.uuid4())
+    send = {"id": task_id, "message": {"role": "user", "parts": [{"type": "text", "text": "a"}]}}
+    echo.ok(http, "tasks/send", send, headers={"A2A-Version": "0.1"})
+    hook = "http://127.0.0.1:9/hook"
+    echo.ok(http, "tasks/pushNotification/set", {"id": task_id, "url": hook}, headers={})
+    assert PushConfig.objects.get(task_id=task_id).dialect == "0.1"  # deliveries in v0.1 shape
+
+
+def test_v10_get_needs_the_config_id(http, echo):
+    task = first_turn(http, echo)
+    answer = echo.rpc(http, "GetTaskPushNotificationConfig", {"taskId": task["id"]})
+    assert error_code(answer) == -32602 and "'id'" in answer["error"]["message"]
