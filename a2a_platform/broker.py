@@ -9,6 +9,11 @@ The exchange tables (which queues an exchange routes to) had the same flaw: the 
 created the file empty and only then locked and wrote it, so a producer reading the table in
 between read nothing and failed to decode it. The first bind now writes the table under another
 name and links it into place whole.
+
+kombu keeps the bindings it has declared in one state shared by the whole process, and records a
+binding there before writing it to the table. A second thread binding the same queue saw it
+recorded, skipped the write, and published while the table did not yet exist: its messages
+went nowhere. Here every bind makes sure the table holds the binding before it returns.
 """
 
 from __future__ import annotations
@@ -23,6 +28,18 @@ from kombu.utils.json import dumps
 
 
 class Channel(filesystem.Channel):
+    def queue_bind(
+        self, queue: str, exchange: str | None = None, routing_key: str = "", arguments=None, **kw
+    ) -> None:
+        exchange = exchange or "amq.direct"
+        if not self.state.has_binding(queue, exchange, routing_key):
+            super().queue_bind(queue, exchange, routing_key, arguments, **kw)
+            return
+        # Recorded by this process, perhaps by a thread still writing it: write it here too
+        # (idempotent, under the table's lock) so nothing is published before the table has it.
+        meta = self.typeof(exchange).prepare_bind(queue, exchange, routing_key, arguments)
+        self._queue_bind(exchange, *meta)
+
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)

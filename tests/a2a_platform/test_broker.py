@@ -88,3 +88,26 @@ def test_a_message_file_appears_in_the_queue_only_once_complete(tmp_path, monkey
         monkeypatch.undo()
         assert visible_while_writing == [[]]
         assert queue.get(timeout=1).payload == {"n": 1}
+
+
+def test_a_binding_another_thread_is_still_writing_does_not_drop_messages(tmp_path):
+    """kombu records a binding in a process-wide state before it writes the exchange table. A
+    thread that binds the same queue in between must still find the table written before it
+    publishes, or its messages are routed nowhere."""
+    import uuid
+
+    options = {
+        "data_folder_in": str(tmp_path),
+        "data_folder_out": str(tmp_path),
+        "control_folder": str(tmp_path / "control"),
+    }
+    name = f"late-{uuid.uuid4().hex}"
+    with Connection("filesystem://", transport_options=options) as connection:
+        channel = connection.default_channel
+        channel.exchange_declare(name, "direct", durable=True)
+        # Another thread has recorded the binding and not yet written the table.
+        channel.state.binding_declare(name, name, name, None)
+        assert not (tmp_path / "control" / f"{name}.exchange").exists()
+        queue = connection.SimpleQueue(name)
+        queue.put({"n": 1})
+        assert queue.get(timeout=1).payload == {"n": 1}
