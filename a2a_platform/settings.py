@@ -95,7 +95,12 @@ INSTALLED_APPS = [
     "tasks_app",
     "push_app",
     "grpc_server",
+    "console",
 ]
+
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:overview"
+LOGOUT_REDIRECT_URL = "console:login"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

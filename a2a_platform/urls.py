@@ -72,6 +72,7 @@ agent = "a2a/<slug:tenant_slug>/<slug:agent_slug>/"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("console/", include("console.urls")),
     path("healthz", healthz),
     path("readyz", readyz),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

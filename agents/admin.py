@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from .auth import hash_secret, new_key_material
 from .cards import agent_base_url
 from .executors import executor_kind_choices
-from .models import Agent, ApiKey, SigningKey, Tenant
+from .models import Agent, ApiKey, Membership, SigningKey, Tenant
 from .services import signing_key_retire, signing_key_rotate
 from .validation import agent_validate, api_key_scopes_validate
 
@@ -191,3 +191,15 @@ class ApiKeyAdmin(admin.ModelAdmin):
             )
             return
         super().save_model(request, obj, form, change)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    """Who belongs to which tenant, and as what: owners register agents and manage keys in the
+    console; members look on. Staff operators need no membership."""
+
+    list_display = ("user", "tenant", "role", "created_at")
+    list_filter = ("tenant", "role")
+    search_fields = ("user__username", "tenant__slug")
+    autocomplete_fields = ("tenant",)
+    raw_id_fields = ("user",)

@@ -1,7 +1,8 @@
-"""Tenants, the agents they host, and the API keys that call them."""
+"""Tenants, the agents they host, the API keys that call them, and the people in each tenant."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -137,3 +138,25 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant.slug}: {self.kid}"
+
+
+class Membership(models.Model):
+    """A person's place in a tenant: owners register agents and manage keys; members look on
+    and try agents. Staff operators need none: they see every tenant."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        MEMBER = "member", "Member"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant.slug} ({self.role})"

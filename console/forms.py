@@ -1,0 +1,110 @@
+"""Forms of the console: agent registration (executor config checked per kind) and API keys."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from agents.executors import executor_kind_choices
+from agents.models import Agent, ApiKey
+from agents.validation import agent_validate
+
+_JSON_FIELDS = ("executor_config", "skills", "default_input_modes", "default_output_modes")
+
+
+class AgentRegistrationForm(forms.ModelForm):
+    executor_kind = forms.ChoiceField(
+        choices=executor_kind_choices,
+        help_text="What runs the agent: a built-in kind, or a Python AgentExecutor the operator "
+        "allows.",
+    )
+
+    class Meta:
+        model = Agent
+        fields = (
+            "slug",
+            "name",
+            "description",
+            "version",
+            "executor_kind",
+            "executor_config",
+            "skills",
+            "default_input_modes",
+            "default_output_modes",
+            "visibility",
+            "anonymous_scope",
+            "push_notifications",
+        )
+        help_texts = {
+            "slug": "The agent's name in its URLs: /a2a/<tenant>/<slug>/.",
+            "executor_config": 'JSON object; its shape depends on the kind (e.g. {"class": ...} '
+            "for python).",
+            "skills": 'JSON list of AgentSkill objects: [{"id": ..., "name": ..., '
+            '"description": ...}].',
+            "default_input_modes": 'JSON list of media types, e.g. ["text/plain"].',
+            "default_output_modes": 'JSON list of media types, e.g. ["text/plain"].',
+        }
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3}),
+            "executor_config": forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+            "skills": forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+            "default_input_modes": forms.TextInput(attrs={"class": "mono"}),
+            "default_output_modes": forms.TextInput(attrs={"class": "mono"}),
+        }
+
+    def __init__(self, *args: Any, tenant: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.instance.tenant = tenant
+        for name in _JSON_FIELDS:
+            self.fields[name].required = False
+        self.initial.setdefault("executor_config", {})
+        self.initial.setdefault("skills", [])
+        self.initial.setdefault("default_input_modes", ["text/plain"])
+        self.initial.setdefault("default_output_modes", ["text/plain"])
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        probe = Agent(tenant=self.instance.tenant)
+        for name in ("executor_kind", *_JSON_FIELDS):
+            value = cleaned.get(name)
+            if value is None and name != "executor_kind":
+                value = {} if name == "executor_config" else []
+            setattr(probe, name, value)
+        if "executor_kind" in cleaned:
+            try:
+                agent_validate(probe)
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    self.add_error(field if field in self.fields else None, errors)
+            else:
+                for name in _JSON_FIELDS:
+                    cleaned[name] = getattr(probe, name)
+        slug = cleaned.get("slug")
+        if slug and Agent.objects.filter(tenant=self.instance.tenant, slug=slug).exists():
+            self.add_error("slug", f"Tenant {self.instance.tenant.slug!r} has an agent {slug!r}.")
+        return cleaned
+
+
+class ApiKeyForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="What the key is for, e.g. 'billing-bot'.")
+    principal = forms.CharField(
+        max_length=200,
+        required=False,
+        help_text="Owner of the tasks made with this key (default: its name).",
+    )
+    tenant_admin = forms.BooleanField(
+        required=False, label="Tenant admin (sees every task of the tenant)"
+    )
+    this_agent_only = forms.BooleanField(
+        required=False, initial=True, label="Works only for this agent"
+    )
+
+    def scopes(self) -> list[str]:
+        return [ApiKey.SCOPE_TENANT_ADMIN] if self.cleaned_data["tenant_admin"] else []
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False)

@@ -1,0 +1,32 @@
+"""The console under /console/. Page groups keep their routes in their own modules."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from . import views
+
+app_name = "console"
+
+urlpatterns = [
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="console/login.html"),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.overview, name="overview"),
+    path("t/<slug:tenant_slug>/agents/new/", views.agent_new, name="agent-new"),
+    path("t/<slug:tenant_slug>/a/<slug:agent_slug>/", views.agent_detail, name="agent"),
+    path(
+        "t/<slug:tenant_slug>/a/<slug:agent_slug>/keys/new/",
+        views.key_create,
+        name="key-create",
+    ),
+    path(
+        "t/<slug:tenant_slug>/a/<slug:agent_slug>/keys/<str:prefix>/revoke/",
+        views.key_revoke,
+        name="key-revoke",
+    ),
+    path("", include("console.urls_tasks")),
+    path("", include("console.urls_ops")),
+]

@@ -1,0 +1,3 @@
+"""Console routes: ops pages."""
+
+urlpatterns: list = []

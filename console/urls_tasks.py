@@ -1,0 +1,3 @@
+"""Console routes: tasks pages."""
+
+urlpatterns: list = []

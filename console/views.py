@@ -1,0 +1,162 @@
+"""Console pages: the overview, agent registration, an agent's page (URLs, client snippet, keys,
+card preview, the Try-it console). Tasks, background work and charts live in their own modules."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from agents.cards import agent_base_url, agent_card_json, grpc_tenant
+from agents.models import Agent
+from agents.services import api_key_create
+
+from .forms import AgentRegistrationForm, ApiKeyForm, pretty_json
+from .scoping import (
+    agent_or_404,
+    can_manage,
+    require_manager,
+    role_in,
+    tenant_or_404,
+    visible_agents,
+    visible_tenants,
+)
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    tenants = list(visible_tenants(request.user).order_by("slug"))
+    agents = list(
+        visible_agents(request.user).order_by("tenant__slug", "slug").annotate(n=Count("tasks"))
+    )
+    counts: dict[int, dict[str, int]] = {}
+    rows = (
+        visible_agents(request.user)
+        .values("pk", "tasks__state")
+        .annotate(n=Count("tasks"))
+        .filter(n__gt=0)
+    )
+    for row in rows:
+        counts.setdefault(row["pk"], {})[row["tasks__state"]] = row["n"]
+    for agent in agents:
+        agent.state_counts = sorted(counts.get(agent.pk, {}).items())
+    managed = [t for t in tenants if can_manage(request.user, t)]
+    return render(
+        request,
+        "console/overview.html",
+        {"tenants": tenants, "agents": agents, "managed_tenants": managed},
+    )
+
+
+@login_required
+def agent_new(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    tenant = tenant_or_404(request.user, tenant_slug)
+    require_manager(request.user, tenant)
+    form = AgentRegistrationForm(request.POST or None, tenant=tenant)
+    if request.method == "POST" and form.is_valid():
+        agent = form.save()
+        messages.success(request, f"Agent {agent.slug} registered; it is live at its URLs below.")
+        return redirect("console:agent", tenant_slug=tenant.slug, agent_slug=agent.slug)
+    return render(request, "console/agent_new.html", {"tenant": tenant, "form": form})
+
+
+def _snippet(agent: Agent) -> str:
+    key_header = "" if agent.is_public else ', headers={"X-API-Key": API_KEY}'
+    key_line = "" if agent.is_public else 'API_KEY = "a2a_..."  # a key of this tenant\n'
+    return f'''import asyncio, httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import Message, Part, Role, SendMessageRequest
+
+{key_line}URL = "{agent_base_url(agent)}"
+
+
+async def main() -> None:
+    async with httpx.AsyncClient(timeout=60{key_header}) as http:
+        card = await A2ACardResolver(http, URL).get_agent_card()
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(card)
+        request = SendMessageRequest(
+            message=Message(message_id="m-1", role=Role.ROLE_USER, parts=[Part(text="hello")])
+        )
+        async for response in client.send_message(request):
+            print(response)
+
+
+asyncio.run(main())
+'''
+
+
+@login_required
+def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
+    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    base = agent_base_url(agent)
+    urls = [
+        ("Agent card", base + ".well-known/agent-card.json"),
+        ("JSON-RPC 2.0 (v1.0, v0.3, v0.1)", base),
+        ("HTTP+JSON v1.0", base.rstrip("/")),
+        ("HTTP+JSON v0.3", base + "v1"),
+    ]
+    keys = agent.tenant.api_keys.filter(revoked_at__isnull=True).order_by("-created_at")
+    keys = [k for k in keys if k.agent_id in (None, agent.pk)]
+    return render(
+        request,
+        "console/agent.html",
+        {
+            "agent": agent,
+            "tenant": agent.tenant,
+            "urls": urls,
+            "grpc_address": settings.A2A_GRPC_PUBLIC_ADDRESS,
+            "grpc_tenant": grpc_tenant(agent),
+            "snippet": _snippet(agent),
+            "card_json": pretty_json(agent_card_json(agent)),
+            "keys": keys,
+            "key_form": ApiKeyForm(),
+            "can_manage": can_manage(request.user, agent.tenant),
+            "role": role_in(request.user, agent.tenant),
+            "new_secret": request.session.pop("console_new_secret", None),
+        },
+    )
+
+
+@login_required
+@require_POST
+def key_create(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
+    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    require_manager(request.user, agent.tenant)
+    form = ApiKeyForm(request.POST)
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            messages.error(request, f"API key not created: {field}: {' '.join(errors)}")
+    else:
+        key, secret = api_key_create(
+            tenant=agent.tenant,
+            name=form.cleaned_data["name"],
+            principal=form.cleaned_data["principal"],
+            scopes=form.scopes(),
+            agent=agent if form.cleaned_data["this_agent_only"] else None,
+        )
+        # Shown once, on the next page only; never stored beyond this hop.
+        request.session["console_new_secret"] = {"prefix": key.prefix, "secret": secret}
+        messages.success(request, f"API key {key.name} created.")
+    return redirect("console:agent", tenant_slug=agent.tenant.slug, agent_slug=agent.slug)
+
+
+@login_required
+@require_POST
+def key_revoke(
+    request: HttpRequest, tenant_slug: str, agent_slug: str, prefix: str
+) -> HttpResponse:
+    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    require_manager(request.user, agent.tenant)
+    key = agent.tenant.api_keys.filter(prefix=prefix, revoked_at__isnull=True).first()
+    if key is None or key.agent_id not in (None, agent.pk):
+        messages.error(request, f"No active key {prefix!r} for this agent.")
+    else:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        messages.success(request, f"API key {key.name} ({key.prefix}…) revoked.")
+    return redirect("console:agent", tenant_slug=agent.tenant.slug, agent_slug=agent.slug)

@@ -1,0 +1,185 @@
+"""The console's agent pages: scoping by tenant and role, registration with per-kind validation,
+keys shown once and revoked, the card preview, and a client snippet that really works."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+import uuid
+
+import httpx
+import pytest
+from django.urls import reverse
+
+from agents.models import Agent, ApiKey, Membership
+from agents.services import api_key_create
+
+
+@pytest.fixture
+def world(db, make_tenant, make_agent, django_user_model):
+    """Two tenants with an agent each; an owner and a member of A, a member of B, an operator."""
+    a, b = make_tenant(), make_tenant()
+    agent_a, agent_b = make_agent(a, "alpha"), make_agent(b, "beta")
+    users = {}
+    for name, tenant, role in (
+        ("owner_a", a, "owner"),
+        ("member_a", a, "member"),
+        ("member_b", b, "member"),
+    ):
+        users[name] = django_user_model.objects.create_user(name, password="pw")
+        Membership.objects.create(user=users[name], tenant=tenant, role=role)
+    users["operator"] = django_user_model.objects.create_user(
+        "operator", password="pw", is_staff=True
+    )
+    return {"a": a, "b": b, "agent_a": agent_a, "agent_b": agent_b, **users}
+
+
+def agent_url(agent: Agent, name: str = "console:agent", **extra) -> str:
+    return reverse(
+        name, kwargs={"tenant_slug": agent.tenant.slug, "agent_slug": agent.slug, **extra}
+    )
+
+
+def test_pages_need_a_login(client, world):
+    for url in (reverse("console:overview"), agent_url(world["agent_a"])):
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("console:login"))
+
+
+def test_overview_lists_only_the_members_tenants(client, world):
+    client.force_login(world["member_a"])
+    page = client.get(reverse("console:overview")).content.decode()
+    assert world["a"].slug in page and "alpha" in page
+    assert world["b"].slug not in page and "beta" not in page
+    assert "Register an agent" not in page  # members do not register agents
+    client.force_login(world["operator"])
+    page = client.get(reverse("console:overview")).content.decode()
+    assert "alpha" in page and "beta" in page and "Register an agent" in page
+
+
+def test_another_tenants_agent_and_its_actions_are_404(client, world):
+    client.force_login(world["member_b"])
+    agent = world["agent_a"]
+    key = api_key_create(tenant=world["a"], name="k")[0]
+    assert client.get(agent_url(agent)).status_code == 404
+    assert client.post(agent_url(agent, "console:key-create"), {"name": "x"}).status_code == 404
+    revoke = agent_url(agent, "console:key-revoke", prefix=key.prefix)
+    assert client.post(revoke).status_code == 404
+    new = reverse("console:agent-new", kwargs={"tenant_slug": world["a"].slug})
+    assert client.get(new).status_code == 404
+    assert not ApiKey.objects.filter(name="x").exists()
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is None
+
+
+def test_members_look_but_do_not_manage(client, world):
+    client.force_login(world["member_a"])
+    agent = world["agent_a"]
+    page = client.get(agent_url(agent)).content.decode()
+    assert 'id="key-form"' not in page and "you are a member" in page
+    response = client.post(agent_url(agent, "console:key-create"), {"name": "x"})
+    assert response.status_code == 403
+    assert "Only owners" in response.content.decode()
+    new = reverse("console:agent-new", kwargs={"tenant_slug": world["a"].slug})
+    assert client.get(new).status_code == 403
+
+
+def test_agent_page_shows_urls_grpc_tenant_and_card(client, world, settings):
+    settings.A2A_GRPC_PUBLIC_ADDRESS = "grpc.example.com:443"
+    client.force_login(world["owner_a"])
+    agent = world["agent_a"]
+    page = client.get(agent_url(agent)).content.decode()
+    base = f"{settings.A2A_PUBLIC_BASE_URL}/a2a/{agent.tenant.slug}/alpha/"
+    for url in (base + ".well-known/agent-card.json", base, base.rstrip("/"), base + "v1"):
+        assert f"<code>{url}</code>" in page
+    assert "grpc.example.com:443" in page and f"{agent.tenant.slug}/alpha" in page
+    card = json.loads(html.unescape(re.search(r'id="card-json">(.*?)</pre>', page, re.S)[1]))
+    assert card["name"] == "Alpha" and card["supportedInterfaces"]
+
+
+def test_register_an_agent_with_field_errors_then_valid(client, world):
+    client.force_login(world["owner_a"])
+    url = reverse("console:agent-new", kwargs={"tenant_slug": world["a"].slug})
+    form = {
+        "slug": "gamma",
+        "name": "Gamma",
+        "description": "A slow echo.",
+        "version": "1.0.0",
+        "executor_kind": "echo",
+        "executor_config": '{"delay_seconds": "soon"}',
+        "skills": "[]",
+        "default_input_modes": '["text/plain"]',
+        "default_output_modes": '["text/plain"]',
+        "visibility": "private",
+        "anonymous_scope": "isolated",
+        "push_notifications": "on",
+    }
+    page = client.post(url, form).content.decode()
+    error = re.search(r'id="error-executor_config">(.*?)</p>', page, re.S)
+    assert error and "delay_seconds" in error[1]
+    page = client.post(url, {**form, "executor_config": "{}", "skills": '[{"id": 1}]'}).content
+    assert b'id="error-skills"' in page
+    page = client.post(url, {**form, "executor_config": "{}", "slug": "alpha"}).content.decode()
+    assert 'id="error-slug"' in page and "has an agent" in page
+    assert not Agent.objects.filter(slug="gamma").exists()
+    response = client.post(url, {**form, "executor_config": '{"delay_seconds": 0.5}'})
+    agent = Agent.objects.get(tenant=world["a"], slug="gamma")
+    assert response.status_code == 302 and response["Location"] == agent_url(agent)
+    assert agent.executor_config["delay_seconds"] == 0.5 and agent.push_notifications
+
+
+def test_a_key_secret_is_shown_once_then_revoked(client, world):
+    client.force_login(world["owner_a"])
+    agent = world["agent_a"]
+    response = client.post(
+        agent_url(agent, "console:key-create"), {"name": "ci-bot", "this_agent_only": "on"}
+    )
+    assert response.status_code == 302
+    page = client.get(agent_url(agent)).content.decode()
+    secret = re.search(r'id="new-secret">([^<]+)<', page)[1]
+    key = ApiKey.objects.get(name="ci-bot")
+    assert key.agent == agent and key.principal == "ci-bot" and key.scopes == []
+    assert secret.startswith("a2a_") and key.secret_hash not in page
+    assert secret not in client.get(agent_url(agent)).content.decode()  # once only
+    client.post(agent_url(agent, "console:key-revoke", prefix=key.prefix))
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert f'data-prefix="{key.prefix}"' not in client.get(agent_url(agent)).content.decode()
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_the_snippet_on_the_agent_page_calls_the_agent(
+    live_platform, make_tenant, make_agent, django_user_model
+):
+    """Log in to the live server, create a key on the agent page, paste both into the snippet
+    and run it: it reaches the agent through the a2a-sdk client."""
+    tenant = make_tenant()
+    agent = make_agent(tenant, "snippet")
+    user = django_user_model.objects.create_user(f"u{uuid.uuid4().hex[:8]}", password="pw")
+    Membership.objects.create(user=user, tenant=tenant, role="owner")
+    with httpx.Client(base_url=live_platform.url, timeout=30) as http:
+        http.get("/console/login/")
+        login = http.post(
+            "/console/login/",
+            data={"username": user.username, "password": "pw"},
+            headers={"X-CSRFToken": http.cookies["csrftoken"]},
+        )
+        assert login.status_code == 302
+        page_url = agent_url(agent)
+        http.post(
+            page_url + "keys/new/",
+            data={"name": "snippet-key", "this_agent_only": "on"},
+            headers={"X-CSRFToken": http.cookies["csrftoken"]},
+        )
+        page = http.get(page_url).text
+    secret = re.search(r'id="new-secret">([^<]+)<', page)[1]
+    snippet = html.unescape(re.search(r'id="client-snippet">(.*?)</pre>', page, re.S)[1])
+    assert f'URL = "{live_platform.url}/a2a/{tenant.slug}/snippet/"' in snippet
+    code = snippet.replace('"a2a_..."', json.dumps(secret)).replace('"hello"', '"from the page"')
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "TASK_STATE_COMPLETED" in run.stdout and "from the page" in run.stdout
