@@ -25,7 +25,7 @@ PY=.venv/bin/python
 $PY manage.py migrate --noinput >/dev/null
 $PY manage.py seed_demo
 echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_GRPC_DEFAULT_AGENT:-none}): $A2A_GRPC_PUBLIC_ADDRESS"
-echo "admin: $A2A_PUBLIC_BASE_URL/admin/ (create a login with: $PY manage.py createsuperuser)"
+echo "console: $A2A_PUBLIC_BASE_URL/console/  admin: $A2A_PUBLIC_BASE_URL/admin/ (logins above)"
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
+from django.contrib.auth import authenticate, get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from agents.cards import agent_card_json
-from agents.models import Agent, ApiKey, Tenant
+from agents.models import Agent, ApiKey, Membership, Tenant
 from agents.services import agent_create
 
 
@@ -104,6 +104,13 @@ def test_seed_demo_is_idempotent_and_prints_urls_and_a_working_key(db, capsys):
     assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 1
     conformance = Agent.objects.get(slug="conformance")
     assert conformance.is_public and conformance.anonymous_scope == "shared"
+    # Console logins: an operator and an owner of the demo tenant, with the latest passwords.
+    logins = [line.split(": ", 1)[1].split(" / ") for line in lines if "console login" in line]
+    assert [user for user, _ in logins] == ["operator", "demo-owner"] * 2
+    operator, owner = (authenticate(username=u, password=p) for u, p in logins[2:])
+    assert operator.is_staff and not owner.is_staff
+    assert authenticate(username="operator", password=logins[0][1]) is None  # replaced
+    assert Membership.objects.get(user=owner).role == "owner"
 
 
 def test_admin_validates_executor_config_and_shows_a_new_key_once(client, make_tenant):

@@ -1,15 +1,18 @@
-"""manage.py seed_demo: the demo tenant, its agents and a fresh API key (idempotent)."""
+"""manage.py seed_demo: the demo tenant, its agents, a fresh API key and console logins
+(idempotent; each run issues new secrets, since old ones cannot be shown again)."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
 from agents.cards import agent_base_url
-from agents.models import Agent, ApiKey, Tenant
+from agents.models import Agent, ApiKey, Membership, Tenant
 from agents.services import agent_create, api_key_create, tenant_create
 
 DEMO_AGENTS: list[dict[str, Any]] = [
@@ -73,3 +76,17 @@ class Command(BaseCommand):
         )
         _, secret = api_key_create(tenant=tenant, name="demo", principal="demo")
         self.stdout.write(f"API key ({tenant.slug}): {secret}")
+        operator = self._login("operator", is_staff=True, is_superuser=True)
+        owner = self._login(f"{tenant.slug}-owner")
+        Membership.objects.update_or_create(
+            user=owner[0], tenant=tenant, defaults={"role": Membership.Role.OWNER}
+        )
+        for (user, password), what in ((operator, "operator"), (owner, f"owner of {tenant.slug}")):
+            self.stdout.write(f"console login ({what}): {user.username} / {password}")
+
+    def _login(self, username: str, **flags: bool) -> tuple[Any, str]:
+        user, _ = get_user_model().objects.get_or_create(username=username, defaults=flags)
+        password = secrets.token_urlsafe(12)
+        user.set_password(password)
+        user.save()
+        return user, password
