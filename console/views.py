@@ -3,6 +3,8 @@ card preview, the Try-it console). Tasks, background work and charts live in the
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from agents.cards import agent_base_url, agent_card_json, grpc_tenant
+from agents.executors import REGISTRY
 from agents.models import Agent
 from agents.services import api_key_create
 
@@ -62,7 +65,39 @@ def agent_new(request: HttpRequest, tenant_slug: str) -> HttpResponse:
         agent = form.save()
         messages.success(request, f"Agent {agent.slug} registered; it is live at its URLs below.")
         return redirect("console:agent", tenant_slug=tenant.slug, agent_slug=agent.slug)
-    return render(request, "console/agent_new.html", {"tenant": tenant, "form": form})
+    return render(
+        request,
+        "console/agent_new.html",
+        {"tenant": tenant, "form": form, "kinds": _kinds_help()},
+    )
+
+
+def _kinds_help() -> list[dict]:
+    """Each executor kind's config keys (from its pydantic model), shown beside the form."""
+    kinds = []
+    for kind in REGISTRY.values():
+        schema = kind.config_model.model_json_schema()
+        required = set(schema.get("required", []))
+        fields = [
+            {
+                "name": name,
+                "type": spec.get("type", "any"),
+                "required": name in required,
+                "default": json.dumps(spec["default"]) if "default" in spec else "",
+                "description": spec.get("description", ""),
+            }
+            for name, spec in schema.get("properties", {}).items()
+        ]
+        allowed = settings.A2A_PYTHON_EXECUTORS if kind.name == "python" else None
+        kinds.append(
+            {
+                "name": kind.name,
+                "description": kind.description,
+                "fields": fields,
+                "allowed": allowed,
+            }
+        )
+    return kinds
 
 
 def _snippet(agent: Agent) -> str:
