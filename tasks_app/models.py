@@ -57,6 +57,8 @@ class Task(models.Model):
                 fields=["agent", "owner", "-status_timestamp", "-id"], name="task_list_by_owner"
             ),
             models.Index(fields=["agent", "-status_timestamp", "-id"], name="task_list_by_agent"),
+            # The console's task list, across a tenant's agents (and for operators, all).
+            models.Index(fields=["tenant", "-status_timestamp", "-id"], name="task_list_by_tenant"),
             models.Index(fields=["agent", "context_id"], name="task_by_context"),
             models.Index(
                 fields=["lease_expires_at"],

@@ -1,0 +1,465 @@
+"""Console task pages: the task list (filters, keyset pages, counts by state), one task's page
+(status, history, artifacts, event timeline) and the live event stream that page follows."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
+from typing import Any, TypedDict
+from urllib.parse import urlsplit
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from django import forms
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q, QuerySet
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    StreamingHttpResponse,
+)
+from django.shortcuts import render
+from django.utils.http import urlencode
+
+from agents.models import Agent
+from tasks_app.models import STATE_CHOICES, TERMINAL_STATES, Task, TaskEvent
+from tasks_app.streams import EventFollower
+
+from .forms import pretty_json
+from .scoping import task_or_404, visible_agents, visible_tasks
+
+PAGE_SIZE = 50
+# A task page shows the newest events only: an agent streaming many chunks must not make the
+# page unusable. The live stream continues after the newest one either way.
+EVENTS_SHOWN = 500
+SUMMARY_LENGTH = 140
+_DATETIME_LOCAL = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f"]
+_DATETIME_ERROR = "Enter a date and time like 2025-01-31T14:30 (UTC)."
+
+
+# --- the task list -------------------------------------------------------------------------
+
+
+class TaskFilterForm(forms.Form):
+    """The list's filters, read from the query string. The agent is a choice among the agents
+    the user may see, so an error never echoes (or confirms) another tenant's names."""
+
+    agent = forms.ChoiceField(
+        required=False,
+        error_messages={
+            "invalid_choice": "not an agent you can see; pick one from the list "
+            "(values look like <tenant>/<agent>)."
+        },
+    )
+    state = forms.ChoiceField(
+        required=False,
+        choices=[("", "any state"), *STATE_CHOICES],
+        error_messages={
+            "invalid_choice": "%(value)s is not a task state; pick one from the list "
+            "(e.g. TASK_STATE_COMPLETED)."
+        },
+    )
+    context = forms.CharField(required=False, max_length=200, label="Context id")
+    since = forms.DateTimeField(
+        required=False,
+        label="Updated since",
+        input_formats=_DATETIME_LOCAL,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={"invalid": _DATETIME_ERROR},
+    )
+    until = forms.DateTimeField(
+        required=False,
+        label="Updated before",
+        input_formats=_DATETIME_LOCAL,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={"invalid": _DATETIME_ERROR},
+    )
+
+    def __init__(self, data: Any, *, agents: Iterable[Agent]) -> None:
+        super().__init__(data)
+        self.agents = {agent_path(a): a for a in agents}
+        self.fields["agent"].choices = [("", "all agents"), *((p, p) for p in self.agents)]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since and until and since >= until:
+            self.add_error("until", "must be later than 'Updated since'.")
+        return cleaned
+
+    def problems(self) -> list[str]:
+        """Each error as one line naming the field as the page and its URL do."""
+        return [
+            f"{self.fields[name].label or name.title()} ({name}): {error}"
+            for name, errors in self.errors.items()
+            for error in errors
+        ]
+
+    def selected_agent(self) -> Agent | None:
+        path = self.cleaned_data.get("agent") if hasattr(self, "cleaned_data") else None
+        return self.agents.get(path) if path else None
+
+    def apply(self, tasks: QuerySet[Task]) -> QuerySet[Task]:
+        data = self.cleaned_data
+        if agent := self.selected_agent():
+            tasks = tasks.filter(agent=agent)
+        if data.get("state"):
+            tasks = tasks.filter(state=data["state"])
+        if data.get("context"):
+            tasks = tasks.filter(context_id=data["context"])
+        if data.get("since"):
+            tasks = tasks.filter(status_timestamp__gte=data["since"])
+        if data.get("until"):
+            tasks = tasks.filter(status_timestamp__lt=data["until"])
+        return tasks
+
+
+def agent_path(agent: Agent) -> str:
+    return f"{agent.tenant.slug}/{agent.slug}"
+
+
+class BadCursor(ValueError):
+    pass
+
+
+def cursor_encode(task: Task) -> str:
+    """Where the next page starts: after this task in (-status_timestamp, -id) order."""
+    raw = f"{task.status_timestamp.isoformat()}|{task.pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def cursor_decode(value: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+        stamp, _, pk = raw.partition("|")
+        moment = datetime.fromisoformat(stamp)
+        if moment.tzinfo is None:
+            raise ValueError("naive timestamp")
+        return moment, uuid.UUID(pk)
+    except ValueError as exc:  # binascii and Unicode errors are ValueErrors too
+        raise BadCursor(value) from exc
+
+
+def _filter_query(request: HttpRequest, **extra: str) -> str:
+    """The query string of the current filters (only the known ones), plus `extra`."""
+    params = {k: request.GET[k] for k in TaskFilterForm.base_fields if request.GET.get(k)}
+    params.update(extra)
+    return urlencode(params)
+
+
+def _state_counts(tasks: QuerySet[Task]) -> list[tuple[str, int]]:
+    rows = dict(tasks.order_by().values_list("state").annotate(n=Count("pk")))
+    return [(state, rows[state]) for state, _ in STATE_CHOICES if rows.get(state)]
+
+
+@login_required
+def task_list(request: HttpRequest) -> HttpResponse:
+    agents = visible_agents(request.user).order_by("tenant__slug", "slug")
+    form = TaskFilterForm(request.GET, agents=agents)
+    valid = form.is_valid()
+    problems = form.problems()
+    visible = visible_tasks(request.user)
+
+    after = request.GET.get("after", "")
+    page: list[Task] = []
+    next_query = ""
+    if valid:
+        tasks = form.apply(visible).select_related("agent", "tenant")
+        try:
+            if after:
+                moment, pk = cursor_decode(after)
+                tasks = tasks.filter(
+                    Q(status_timestamp__lt=moment) | Q(status_timestamp=moment, id__lt=pk)
+                )
+        except BadCursor:
+            problems.append(
+                "Page (after): this is not a page link this console made; start again from "
+                "the first page."
+            )
+        else:
+            page = list(tasks.order_by("-status_timestamp", "-id")[: PAGE_SIZE + 1])
+            if len(page) > PAGE_SIZE:
+                page = page[:PAGE_SIZE]
+                next_query = _filter_query(request, after=cursor_encode(page[-1]))
+
+    counted = visible
+    if agent := form.selected_agent():
+        counted = counted.filter(agent=agent)
+    counts = _state_counts(counted)
+    return render(
+        request,
+        "console/tasks.html",
+        {
+            "form": form,
+            "problems": problems,
+            "tasks": page,
+            "paged": bool(after),
+            "next_query": next_query,
+            "first_query": _filter_query(request),
+            "counts": counts,
+            "counts_total": sum(n for _, n in counts),
+            "counts_agent": agent_path(agent) if agent else "",
+            "valid": valid,
+            "page_size": PAGE_SIZE,
+        },
+    )
+
+
+# --- one task ------------------------------------------------------------------------------
+
+
+class PartView(TypedDict, total=False):
+    kind: str  # text, data, file, url or unknown
+    text: str
+    json: str
+    filename: str
+    media_type: str
+    size: int
+    url: str
+    is_link: bool
+
+
+def _b64_size(value: str) -> int:
+    return len(value.rstrip("=")) * 3 // 4
+
+
+def _is_web_url(url: str) -> bool:
+    try:
+        return urlsplit(url).scheme.lower() in ("http", "https")
+    except ValueError:
+        return False
+
+
+def part_view(part: Any) -> PartView:
+    """One proto-JSON Part, ready for the template (which escapes every value)."""
+    if not isinstance(part, dict):
+        return {"kind": "unknown", "json": pretty_json(part)}
+    common: PartView = {
+        "filename": str(part.get("filename", "")),
+        "media_type": str(part.get("mediaType", "")),
+    }
+    if "text" in part:
+        return {**common, "kind": "text", "text": str(part["text"])}
+    if "data" in part:
+        return {**common, "kind": "data", "json": pretty_json(part["data"])}
+    if "raw" in part:
+        return {**common, "kind": "file", "size": _b64_size(str(part["raw"]))}
+    if "url" in part:
+        url = str(part["url"])
+        return {**common, "kind": "url", "url": url, "is_link": _is_web_url(url)}
+    return {**common, "kind": "unknown", "json": pretty_json(part)}
+
+
+def parts_view(parts: Any) -> list[PartView]:
+    return [part_view(p) for p in parts] if isinstance(parts, list) else []
+
+
+def _short_text(parts: Any) -> str:
+    """The parts as one line: text as is, anything else as a [tag]."""
+    pieces = []
+    for part in parts if isinstance(parts, list) else []:
+        view = part_view(part)
+        if view["kind"] == "text":
+            pieces.append(view["text"])
+        elif view["kind"] == "data":
+            pieces.append("[data]")
+        else:
+            pieces.append(f"[{view['kind']}{' ' + view['filename'] if view['filename'] else ''}]")
+    line = re.sub(r"\s+", " ", " ".join(pieces)).strip()
+    return line if len(line) <= SUMMARY_LENGTH else line[: SUMMARY_LENGTH - 1] + "…"
+
+
+def _dict_at(data: Any, *keys: str) -> dict[str, Any]:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def event_summary(data: Any) -> str:
+    """One line about a StreamResponse (v1.0 JSON), for the timeline."""
+    if not isinstance(data, dict):
+        return "(not a stream response)"
+    if "task" in data:
+        status = _dict_at(data, "task", "status")
+        text = _short_text(_dict_at(status, "message").get("parts"))
+        return f"Task {status.get('state', '?')}" + (f": {text}" if text else "")
+    if "statusUpdate" in data:
+        status = _dict_at(data, "statusUpdate", "status")
+        text = _short_text(_dict_at(status, "message").get("parts"))
+        return f"Status {status.get('state', '?')}" + (f": {text}" if text else "")
+    if "artifactUpdate" in data:
+        update = _dict_at(data, "artifactUpdate")
+        artifact = _dict_at(update, "artifact")
+        name = artifact.get("name") or artifact.get("artifactId") or "?"
+        flags = [f for f in ("append", "lastChunk") if update.get(f)]
+        text = _short_text(artifact.get("parts"))
+        return (
+            f"Artifact {name}"
+            + (f" ({', '.join(flags)})" if flags else "")
+            + (f": {text}" if text else "")
+        )
+    if "message" in data:
+        message = _dict_at(data, "message")
+        text = _short_text(message.get("parts"))
+        return f"Message from {message.get('role', '?')}" + (f": {text}" if text else "")
+    return "(empty event)"
+
+
+class EventView(TypedDict):
+    seq: int
+    kind: str
+    state: str
+    created_at: datetime
+    summary: str
+    raw: str
+
+
+def _event_view(event: TaskEvent) -> EventView:
+    return {
+        "seq": event.seq,
+        "kind": event.kind,
+        "state": event.state,
+        "created_at": event.created_at,
+        "summary": event_summary(event.data),
+        "raw": pretty_json(event.data),
+    }
+
+
+@login_required
+def task_detail(request: HttpRequest, tenant_slug: str, task_id: str) -> HttpResponse:
+    task = task_or_404(request.user, tenant_slug, task_id)
+    history = [
+        {"role": m.role, "message_id": m.message_id, "parts": parts_view(m.data.get("parts"))}
+        for m in task.messages.all()
+    ]
+    artifacts = [
+        {
+            "artifact_id": a.artifact_id,
+            "name": a.data.get("name", ""),
+            "description": a.data.get("description", ""),
+            "parts": parts_view(a.data.get("parts")),
+        }
+        for a in task.artifacts.all()
+    ]
+    newest = list(task.events.order_by("-seq")[:EVENTS_SHOWN])[::-1]
+    events = [_event_view(e) for e in newest]
+    status_message = task.status_message or {}
+    return render(
+        request,
+        "console/task.html",
+        {
+            "task": task,
+            "tenant": task.tenant,
+            "status_parts": parts_view(status_message.get("parts")),
+            "metadata": pretty_json(task.metadata) if task.metadata else "",
+            "history": history,
+            "artifacts": artifacts,
+            "events": events,
+            "events_hidden": events[0]["seq"] - 1 if events else 0,
+            "last_seq": events[-1]["seq"] if events else 0,
+            "terminal_states": " ".join(sorted(TERMINAL_STATES)),
+        },
+    )
+
+
+# --- the live event stream -----------------------------------------------------------------
+
+
+class EventFrame(TypedDict):
+    seq: int
+    kind: str
+    state: str
+    created_at: str
+    summary: str
+    data: Any
+
+
+def _event_frames_from(task_pk: uuid.UUID, seq: int) -> list[EventFrame]:
+    rows = (
+        TaskEvent.objects.filter(task_id=task_pk, seq__gte=seq)
+        .order_by("seq")
+        .values_list("seq", "kind", "state", "created_at", "data")[:100]
+    )
+    return [
+        {
+            "seq": s,
+            "kind": kind,
+            "state": state,
+            "created_at": created.isoformat(),
+            "summary": event_summary(data),
+            "data": data,
+        }
+        for s, kind, state, created, data in rows
+    ]
+
+
+def _sse(frame: EventFrame) -> bytes:
+    return f"id: {frame['seq']}\ndata: {json.dumps(frame)}\n\n".encode()
+
+
+def _sse_end(state: str) -> bytes:
+    # Tells the page the task is over, so its EventSource closes instead of reconnecting.
+    return f"event: end\ndata: {json.dumps({'state': state})}\n\n".encode()
+
+
+async def _stream(task_pk: uuid.UUID, after: int, state: str, ended: bool) -> AsyncIterator[bytes]:
+    if ended:
+        yield _sse_end(state)
+        return
+    # The follower says which events exist and when the task is over; the console's frames
+    # also carry the row's kind, state and time, read in batches as the follower advances.
+    ahead: dict[int, EventFrame] = {}
+    async with EventFollower(task_pk, after, ends_at=TERMINAL_STATES) as follower:
+        events = follower.events(idle=settings.A2A_SSE_KEEPALIVE_SECONDS)
+        async with contextlib.aclosing(events):
+            async for item in events:
+                if item is None:
+                    yield b": keep-alive\n\n"
+                    continue
+                if item.seq not in ahead:
+                    rows = await database_sync_to_async(_event_frames_from)(task_pk, item.seq)
+                    ahead = {frame["seq"]: frame for frame in rows}
+                frame = ahead.pop(item.seq)
+                yield _sse(frame)
+                if item.final:
+                    yield _sse_end(frame["state"])
+                    return
+
+
+def _after(request: HttpRequest, last_seq: int) -> int:
+    """The seq to stream after: a reconnecting EventSource's Last-Event-ID wins over `after`."""
+    raw = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
+    seq = int(raw)  # ValueError for anything but an integer
+    if not 0 <= seq <= last_seq:
+        raise ValueError(raw)
+    return seq
+
+
+@login_required
+async def task_events(request: HttpRequest, tenant_slug: str, task_id: str) -> HttpResponse:
+    user = await request.auser()
+    # One lookup at the start of the request, run as the ORM's own a* methods run theirs; the
+    # stream's many reads, spread over its whole life, go through database_sync_to_async (in
+    # the follower, and below), which also drops stale connections between them.
+    task = await sync_to_async(task_or_404)(user, tenant_slug, task_id)
+    try:
+        after = _after(request, task.last_seq)
+    except ValueError:
+        return HttpResponseBadRequest(
+            f"'after' (or Last-Event-ID) must be an event seq of this task, 0 to {task.last_seq}.",
+            content_type="text/plain",
+        )
+    ended = task.is_terminal and after >= task.last_seq
+    response = StreamingHttpResponse(
+        _stream(task.pk, after, task.state, ended), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"  # proxies must pass each frame on as it comes
+    return response
