@@ -325,6 +325,20 @@ A2A_GRPC_MAX_CONCURRENT_STREAMS = _positive_int("A2A_GRPC_MAX_CONCURRENT_STREAMS
 # How long SIGTERM waits for in-flight calls and streams before cancelling them.
 A2A_GRPC_GRACE_SECONDS = _positive_float("A2A_GRPC_GRACE_SECONDS", 10.0)
 
+# --- Prometheus metrics (a2a_platform/metrics.py) ---
+# Unset, /metrics is open (the norm on a private network); set, scrapes send it as a bearer token.
+A2A_METRICS_TOKEN = ""
+if env.str("A2A_METRICS_TOKEN", default="") or env.str("A2A_METRICS_TOKEN_FILE", default=""):
+    A2A_METRICS_TOKEN = _secret("A2A_METRICS_TOKEN")
+    if not all("\x21" <= c <= "\x7e" for c in A2A_METRICS_TOKEN):
+        raise ImproperlyConfigured(
+            "A2A_METRICS_TOKEN must be printable ASCII without spaces (it is sent in a header)."
+        )
+# The gRPC sidecar's own metrics (its in-process instruments): host:port, or unset for none.
+A2A_GRPC_METRICS_LISTEN = (
+    _host_port("A2A_GRPC_METRICS_LISTEN", "") if env.str("A2A_GRPC_METRICS_LISTEN", "") else ""
+)
+
 
 # --- Push notifications: the SSRF guard (push_app/ssrf.py) ---
 # Push URLs must reach the public internet; these let an operator open chosen hosts (exact

@@ -9,6 +9,7 @@ from django.urls import include, path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from a2a_platform.health import healthz, readyz
+from a2a_platform.metrics import metrics
 from agents.views import agent_card, jwks, tenant_jwks
 from tasks_app import rest
 from tasks_app.dialects import V0_3, V1_0
@@ -75,6 +76,7 @@ urlpatterns = [
     path("console/", include("console.urls")),
     path("healthz", healthz),
     path("readyz", readyz),
+    path("metrics", metrics),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path(".well-known/jwks.json", jwks, name="jwks"),

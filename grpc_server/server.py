@@ -19,6 +19,8 @@ from django.conf import settings
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from a2a_platform.metrics import start_sidecar_metrics_server
+
 from .servicers import V03_SERVICE, V10_SERVICE, A2AServiceV03, A2AServiceV10
 
 SERVICES = (V10_SERVICE, V03_SERVICE)
@@ -65,6 +67,10 @@ def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
 async def serve() -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight calls within the grace period."""
     server, health_servicer = build_server()
+    if settings.A2A_GRPC_METRICS_LISTEN:
+        # Its own port: this process's instruments are not those daphne's /metrics shows.
+        start_sidecar_metrics_server(settings.A2A_GRPC_METRICS_LISTEN)
+        print(f"gRPC sidecar metrics on http://{settings.A2A_GRPC_METRICS_LISTEN}/", flush=True)
     await server.start()
     for name in ("", *SERVICES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -33,6 +33,7 @@ from a2a.types import Task as TaskProto
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from a2a_platform.metrics import timed_send, timed_send_stream
 from agents.auth import Principal
 from agents.cards import agent_card_build
 from agents.errors import AuthenticationRequired
@@ -102,6 +103,7 @@ async def _send(
     )
 
 
+@timed_send
 async def send_message(
     caller: Caller, request: SendMessageRequest, *, new_task_id: uuid.UUID | None = None
 ) -> TaskProto | MessageProto:
@@ -121,6 +123,7 @@ async def send_message(
     )
 
 
+@timed_send_stream
 async def send_message_stream(
     caller: Caller, request: SendMessageRequest, *, new_task_id: uuid.UUID | None = None
 ) -> Stream:

@@ -16,6 +16,8 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 
+from a2a_platform.metrics import SSE_STREAMS_OPEN
+
 from .errors import A2AError, InternalError
 from .operations import Stream
 from .streams import StreamItem
@@ -48,6 +50,7 @@ def sse_response(
 async def _frames(
     stream: SseStream, wrap: Callable[[Any], Any], error_body: Callable[[A2AError], Any]
 ) -> AsyncIterator[bytes]:
+    SSE_STREAMS_OPEN.inc()
     try:
         async with contextlib.aclosing(stream.items) as items:
             async for item in items:
@@ -68,3 +71,5 @@ async def _frames(
         logger.exception("Stream failed")
         error = InternalError("The stream failed on the server; it has been logged.")
         yield f"event: error\ndata: {json.dumps(error_body(error))}\n\n".encode()
+    finally:
+        SSE_STREAMS_OPEN.dec()  # also when the client left: closing the generator lands here

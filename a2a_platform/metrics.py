@@ -1,0 +1,344 @@
+"""Prometheus metrics: the /metrics view, the instruments each process keeps, and the numbers
+read from the database and the broker at scrape time.
+
+Two kinds of numbers, with different scopes:
+
+- In-process instruments (send latency, open SSE streams) count what *this* process served.
+  daphne exposes its own at /metrics; the gRPC sidecar is another process and exposes its own on
+  A2A_GRPC_METRICS_LISTEN (`start_sidecar_metrics_server`). Prometheus scrapes both.
+- The storage collector (tasks by state, push attempts, dead deliveries, queue depths) reads
+  PostgreSQL and the broker, which every process shares: any web process reports the whole
+  cluster, so with several web processes aggregate these with max(), not sum().
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import functools
+import hmac
+import logging
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from socketserver import ThreadingMixIn
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
+from prometheus_client import (
+    CollectorRegistry,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from tasks_app.dialects import SUPPORTED_VERSIONS
+
+logger = logging.getLogger(__name__)
+
+SEND_METHODS = ("SendMessage", "SendStreamingMessage")
+OUTCOMES = ("ok", "error")
+PUSH_OUTCOMES = ("delivered", "retry", "dead")  # DeliveryAttempt.outcome
+BROKER_TIMEOUT_SECONDS = 3.0
+
+# --- in-process instruments -----------------------------------------------------------------
+
+# Labels are bounded: 2 methods x 3 dialects x 2 outcomes. The binding (JSON-RPC or REST) is
+# not known to the operations; the process (daphne or the sidecar) tells HTTP from gRPC.
+SEND_LATENCY = Histogram(
+    "a2a_send_latency_seconds",
+    "SendMessage: time until the answer (a blocking send includes the wait for the agent). "
+    "SendStreamingMessage: time until the stream's first event. Counted in this process.",
+    ["method", "dialect", "outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+    registry=None,
+)
+for _method in SEND_METHODS:
+    for _dialect in SUPPORTED_VERSIONS:
+        for _outcome in OUTCOMES:
+            # Series exist at 0 from the start, so rate() sees the first call.
+            SEND_LATENCY.labels(_method, _dialect, _outcome)
+
+SSE_STREAMS_OPEN = Gauge(
+    "a2a_sse_streams_open", "SSE responses this process is streaming now.", registry=None
+)
+
+
+class _Call(Protocol):
+    @property
+    def dialect(self) -> str: ...
+
+
+C = TypeVar("C", bound=_Call)
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def _observe(method: str, dialect: str, outcome: str, started: float) -> None:
+    SEND_LATENCY.labels(method, dialect, outcome).observe(time.perf_counter() - started)
+
+
+def timed_send(
+    operation: Callable[Concatenate[C, P], Awaitable[R]],
+) -> Callable[Concatenate[C, P], Awaitable[R]]:
+    """Observe a SendMessage operation until it answers. A call cancelled because its client
+    left got no answer and is not observed."""
+
+    @functools.wraps(operation)
+    async def timed(caller: C, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        started = time.perf_counter()
+        try:
+            result = await operation(caller, *args, **kwargs)
+        except Exception:
+            _observe("SendMessage", caller.dialect, "error", started)
+            raise
+        _observe("SendMessage", caller.dialect, "ok", started)
+        return result
+
+    return timed
+
+
+def timed_send_stream(
+    operation: Callable[Concatenate[C, P], Awaitable[AsyncIterator[T | None]]],
+) -> Callable[Concatenate[C, P], Awaitable[AsyncIterator[T | None]]]:
+    """Observe a SendStreamingMessage operation until its stream yields its first event
+    (keep-alives, None, are not events)."""
+
+    @functools.wraps(operation)
+    async def timed(caller: C, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T | None]:
+        started = time.perf_counter()
+        try:
+            stream = await operation(caller, *args, **kwargs)
+        except Exception:
+            _observe("SendStreamingMessage", caller.dialect, "error", started)
+            raise
+        return _until_first_event(stream, caller.dialect, started)
+
+    return timed
+
+
+async def _until_first_event(
+    stream: AsyncIterator[T | None], dialect: str, started: float
+) -> AsyncIterator[T | None]:
+    answered = False
+    async with contextlib.aclosing(stream) as items:  # type: ignore[type-var]
+        try:
+            async for item in items:
+                if item is not None and not answered:
+                    answered = True
+                    _observe("SendStreamingMessage", dialect, "ok", started)
+                yield item
+        except Exception:
+            if not answered:
+                _observe("SendStreamingMessage", dialect, "error", started)
+            raise
+
+
+# --- read at scrape time --------------------------------------------------------------------
+
+
+class StorageCollector(Collector):
+    """Counts read from PostgreSQL and the broker on each scrape: exact for the whole cluster.
+
+    A part that cannot be read is left out and its `*_up` gauge says 0, so the instruments
+    still reach Prometheus while the database or the broker is down.
+    """
+
+    def describe(self) -> Iterable[Metric]:
+        # Declared, so registering the collector does not run its queries.
+        return [
+            *_database_families(),
+            _depth_family(),
+            _up_family("a2a_database_up", "database"),
+            _up_family("a2a_celery_broker_up", "Celery broker"),
+        ]
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._database()
+        yield from self._broker()
+
+    def _database(self) -> Iterator[Metric]:
+        # Imported here: tasks_app imports the instruments above before the push app exists.
+        from push_app.models import Delivery, DeliveryAttempt
+        from tasks_app.models import STATE_CHOICES, Task
+
+        up = _up_family("a2a_database_up", "database")
+        try:
+            tasks = list(
+                Task.objects.values_list("tenant__slug", "agent__slug", "state")
+                .annotate(n=Count("pk"))
+                .order_by()
+            )
+            attempts = dict(
+                DeliveryAttempt.objects.values_list("outcome").annotate(n=Count("pk")).order_by()
+            )
+            dead = Delivery.objects.filter(state=Delivery.State.DEAD).count()
+        except DatabaseError as exc:
+            logger.warning("Metrics: the database could not be read: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        task_family, attempt_family, dead_family = _database_families()
+        by_agent: dict[tuple[str, str], dict[str, int]] = {}
+        for tenant, agent, state, n in tasks:
+            by_agent.setdefault((tenant, agent), {})[state] = n
+        for (tenant, agent), counts in sorted(by_agent.items()):
+            # Every state of an agent that has tasks, 0 included: a series that vanishes when
+            # its last task moves on would read as "no data" rather than "none".
+            for state, _ in STATE_CHOICES:
+                task_family.add_metric([tenant, agent, state], counts.get(state, 0))
+        for outcome in sorted({*PUSH_OUTCOMES, *attempts}):
+            attempt_family.add_metric([outcome], attempts.get(outcome, 0))
+        dead_family.add_metric([], dead)
+        up.add_metric([], 1)
+        yield from (task_family, attempt_family, dead_family, up)
+
+    def _broker(self) -> Iterator[Metric]:
+        from a2a_platform.queues import queue_depths
+
+        up = _up_family("a2a_celery_broker_up", "Celery broker")
+        # A thread of its own, so a broker that hangs costs a scrape seconds, not the scrape.
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="metrics-broker")
+        try:
+            depths = pool.submit(queue_depths).result(timeout=BROKER_TIMEOUT_SECONDS)
+        except NotImplementedError:
+            return  # a broker whose queues are not read: neither a depth nor "down"
+        except Exception as exc:  # down, refusing, or too slow: the answer is 0
+            logger.warning("Metrics: the Celery broker could not be read: %r", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        finally:
+            pool.shutdown(wait=False)
+        depth = _depth_family()
+        for queue, n in sorted(depths.items()):
+            depth.add_metric([queue], n)
+        up.add_metric([], 1)
+        yield from (depth, up)
+
+
+def _database_families() -> tuple[GaugeMetricFamily, CounterMetricFamily, GaugeMetricFamily]:
+    return (
+        GaugeMetricFamily(
+            "a2a_tasks",
+            "Tasks by tenant, agent and state (the A2A v1.0 TaskState name).",
+            labels=["tenant", "agent", "state"],
+        ),
+        CounterMetricFamily(
+            "a2a_push_attempts",
+            "Push delivery attempts (POSTs) ever recorded, by outcome: delivered, retry "
+            "(failed, will be tried again) or dead (failed for good). Deleting tasks deletes "
+            "their attempts, which rate() reads as a counter reset.",
+            labels=["outcome"],
+        ),
+        GaugeMetricFamily(
+            "a2a_push_deliveries_dead",
+            "Push deliveries dead-lettered (permanent failure or out of attempts), waiting for "
+            "an operator to redeliver them.",
+        ),
+    )
+
+
+def _depth_family() -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        "a2a_celery_queue_depth",
+        "Celery jobs waiting in each queue (not yet taken by a worker).",
+        labels=["queue"],
+    )
+
+
+def _up_family(name: str, what: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, f"1 if the {what} answered this scrape, else 0.")
+
+
+def _registry(*collectors: Collector) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    for collector in collectors:
+        registry.register(collector)
+    # The process's CPU, memory, file descriptors, Python version and GC, as usual.
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+# What daphne's /metrics shows, and what the sidecar's port shows (no SSE there, and the
+# storage numbers are daphne's to report: reading them twice would only cost queries).
+WEB_REGISTRY = _registry(SEND_LATENCY, SSE_STREAMS_OPEN, StorageCollector())
+SIDECAR_REGISTRY = _registry(SEND_LATENCY)
+
+# --- exposition -----------------------------------------------------------------------------
+
+WWW_AUTHENTICATE = 'Bearer realm="metrics"'
+UNAUTHORIZED = b"Send the metrics token: Authorization: Bearer <A2A_METRICS_TOKEN>.\n"
+
+
+def authorized(authorization: str | None) -> bool:
+    """Whether an Authorization header carries A2A_METRICS_TOKEN; anything goes when it is
+    unset. Compared in constant time."""
+    token = settings.A2A_METRICS_TOKEN
+    if not token:
+        return True
+    scheme, _, presented = (authorization or "").strip().partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        presented.strip().encode(), token.encode()
+    )
+
+
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The Prometheus text exposition of this web process and of the shared storage."""
+    if not authorized(request.headers.get("Authorization")):
+        response = HttpResponse(UNAUTHORIZED, status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = WWW_AUTHENTICATE
+        return response
+    return HttpResponse(generate_latest(WEB_REGISTRY), content_type=CONTENT_TYPE_LATEST)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one line per scrape would drown the sidecar's log
+
+
+def start_sidecar_metrics_server(address: str) -> WSGIServer:
+    """Serve SIDECAR_REGISTRY on `address` (host:port), any path, from a daemon thread: the
+    same exposition and token as /metrics. (prometheus_client's start_http_server takes no
+    token.)"""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if not authorized(environ.get("HTTP_AUTHORIZATION")):
+            start_response(
+                "401 Unauthorized",
+                [("Content-Type", "text/plain"), ("WWW-Authenticate", WWW_AUTHENTICATE)],
+            )
+            return [UNAUTHORIZED]
+        if environ["REQUEST_METHOD"] not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
+            return []
+        body = generate_latest(SIDECAR_REGISTRY)
+        start_response(
+            "200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(body)))]
+        )
+        return [body] if environ["REQUEST_METHOD"] == "GET" else []
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][0]
+
+    server = make_server(host, int(port), app, Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
