@@ -8,7 +8,7 @@ COPY agents ./agents
 COPY tasks_app ./tasks_app
 COPY push_app ./push_app
 COPY grpc_server ./grpc_server
-COPY templates ./templates
+COPY console ./console
 COPY manage.py ./
 RUN pip install --no-cache-dir . && mkdir -p /var/lib/a2a && useradd --system a2a \
     && chown a2a /var/lib/a2a

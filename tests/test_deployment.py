@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import importlib
 import re
+import tomllib
 from pathlib import Path
 
 import yaml
+from django.conf import settings
 from django.core.management import get_commands
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,10 +55,28 @@ def test_compose_settings_are_ones_the_platform_reads_and_secrets_are_not_inline
         assert environment["REDIS_URL"].startswith("redis://")
 
 
+def _project_packages() -> list[str]:
+    """The project's own apps (and the settings package), as INSTALLED_APPS names them."""
+    apps = [app.split(".")[0] for app in settings.INSTALLED_APPS]
+    return ["a2a_platform", *(app for app in apps if (ROOT / app / "__init__.py").exists())]
+
+
 def test_dockerfile_copies_every_package():
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for package in ("a2a_platform", "agents", "tasks_app", "push_app", "grpc_server", "templates"):
+    for package in _project_packages():
         assert f"COPY {package} " in dockerfile
+
+
+def test_every_package_and_its_templates_and_static_files_are_installed():
+    """The image runs from site-packages (pip install .), so anything not declared is missing."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    included = setuptools["packages"]["find"]["include"]
+    data = setuptools.get("package-data", {})
+    for package in _project_packages():
+        assert f"{package}*" in included
+        for folder in ("templates", "static"):
+            if (ROOT / package / folder).is_dir():
+                assert any(p.startswith(f"{folder}/") for p in data.get(package, [])), package
 
 
 def _default(value: str) -> str:
