@@ -36,7 +36,8 @@ def queue_depths() -> dict[str, int]:
         return depths
     if not url.startswith(("redis://", "rediss://")):
         raise NotImplementedError(f"queue depth is not read from a {url.split(':')[0]} broker")
-    with app.connection_for_read() as connection:
+    with app.connection_for_read(url) as connection:
+        connection.ensure_connection(max_retries=1)  # a broker that is down fails fast
         client = connection.default_channel.client
         return {
             name: sum(

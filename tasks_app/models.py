@@ -59,6 +59,8 @@ class Task(models.Model):
             models.Index(fields=["agent", "-status_timestamp", "-id"], name="task_list_by_agent"),
             # The console's task list, across a tenant's agents (and for operators, all).
             models.Index(fields=["tenant", "-status_timestamp", "-id"], name="task_list_by_tenant"),
+            # The console's charts: tasks created in a time range.
+            models.Index(fields=["tenant", "created_at"], name="task_created_by_tenant"),
             models.Index(fields=["agent", "context_id"], name="task_by_context"),
             models.Index(
                 fields=["lease_expires_at"],

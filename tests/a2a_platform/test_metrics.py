@@ -198,11 +198,9 @@ def test_an_unreadable_embedded_broker_is_down_and_has_no_depth(client, settings
 
 
 @pytest.mark.django_db
-def test_an_unreachable_redis_broker_is_down_and_has_no_depth(client, settings, monkeypatch):
+def test_an_unreachable_redis_broker_is_down_and_has_no_depth(client, settings):
     # given a Redis broker URL where nothing listens
-    refused = f"redis://127.0.0.1:{_free_port()}/0"
-    settings.CELERY_BROKER_URL = refused
-    monkeypatch.setattr(celery_app.conf, "broker_read_url", refused)
+    settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{_free_port()}/0"
 
     samples = scrape(client)
 

@@ -27,13 +27,14 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from asgiref.sync import async_to_sync
+from django.db import transaction
 from django.urls import reverse
 from google.protobuf.json_format import ParseDict
 
 from agents.auth import Principal
 from agents.models import Membership
 from tasks_app.models import Task, TaskEvent
-from tasks_app.services import message_send, task_event_record
+from tasks_app.services import message_send, task_claim, task_event_record
 
 TASK_ROW = re.compile(r'<tr data-task-id="([0-9a-f-]{36})">')
 
@@ -321,8 +322,13 @@ def test_a_full_last_page_has_no_next_link(client, world):
 
 @pytest.fixture
 def rich_task(world):
-    """A completed task whose history and artifacts hold every kind of part, and hostile text."""
-    task = send(world["alpha"], text="<script>alert('user')</script>")
+    """A completed task whose history and artifacts hold every kind of part, and hostile text.
+
+    The test plays the agent: the run is claimed in the same transaction as the send, so a
+    live worker that receives the queued job (in transactional tests) finds nothing to do."""
+    with transaction.atomic():
+        task = send(world["alpha"], text="<script>alert('user')</script>")
+        assert task_claim(task_id=task.pk, job_id=task.job_id) == "claimed"
     Task.objects.filter(pk=task.pk).update(metadata={"ticket": "T-9"})
     set_status(task, TaskState.TASK_STATE_WORKING, [{"text": "thinking <b>hard</b>"}])
     add_artifact(
