@@ -5,3 +5,8 @@ class ConsoleConfig(AppConfig):
     name = "console"
     verbose_name = "Console (dashboards)"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Connects the Celery task_failure receiver in every process that loads Django,
+        # workers included (they set Django up before running a job).
+        from . import signals  # noqa: F401
