@@ -26,6 +26,27 @@ _svc_apt_install() {
   fi
 }
 
+# Chromium for the browser tests (tests/browser), from Debian only: never a downloader such as
+# `playwright install`. Without it (not root, no apt, install failed) those tests skip.
+CHROMIUM_BIN=/usr/bin/chromium
+
+services_ensure_chromium() {
+  [ -x "$CHROMIUM_BIN" ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "services: installing chromium with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    local install=(apt-get install -y -qq --no-install-recommends chromium)
+    # Refresh the package lists only when they lack chromium (a clean machine) or are stale
+    # (the install fails fetching a superseded version).
+    { apt-cache show chromium >/dev/null 2>&1 && "${install[@]}" >/dev/null 2>&1; } ||
+      { apt-get update -qq >/dev/null && "${install[@]}" >/dev/null; } || true  # errors shown
+  fi
+  [ -x "$CHROMIUM_BIN" ] && return 0
+  echo "services: $CHROMIUM_BIN is missing, browser tests will skip; install it as root with" \
+    "'apt-get install --no-install-recommends chromium' (Debian's package, not 'playwright install')." >&2
+  return 1
+}
+
 _svc_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 source scripts/services.sh
 trap services_stop EXIT
 services_start
+services_ensure_chromium || true
 export DJANGO_SECRET_KEY=test-only-secret
 export A2A_VAR_DIR="$SERVICES_DIR/var"
 set +e
