@@ -143,9 +143,7 @@ def message_send(
         task.job_id = str(uuid.uuid4())
         task.job_args = {
             "position": position,
-            "configuration": (
-                _dict(request.configuration) if request.HasField("configuration") else {}
-            ),
+            "configuration": _job_configuration(request),
             "extensions": extensions or [],
         }
         task.job_queued_at = timezone.now()
@@ -156,6 +154,18 @@ def message_send(
         # the run later, and the client must not be told (by an error) to send it again.
         transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args), robust=True)
     return SendOutcome(task_id=task_pk, since_seq=since_seq)
+
+
+def _job_configuration(request: SendMessageRequest) -> dict[str, Any]:
+    """The send configuration the executor sees. An inline push config is left out: it is
+    stored encrypted with the push configs, and its token and credentials must not sit in plain
+    text in the job's row, the broker, or a failed job's record."""
+    if not request.HasField("configuration"):
+        return {}
+    configuration = type(request.configuration)()
+    configuration.CopyFrom(request.configuration)
+    configuration.ClearField("task_push_notification_config")
+    return _dict(configuration)
 
 
 def _enqueue_run(task_pk: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> None:

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from a2a_platform.celery import app as celery_app
 from agents.models import Membership
+from console.models import JobFailure
 from push_app.models import Delivery
 from tasks_app.models import TERMINAL_STATES
 
@@ -238,6 +240,14 @@ def test_operator_journey(
     hooks = make_agent(tenant, "hooks", config={"input_required": True})
     push_task = push_deliveries(live_platform, hooks, make_key(tenant, "hooks"), receivers)
 
+    # and a conformance agent with mixed outcomes, so the lists and charts show more than one
+    tck = make_agent(tenant, "tck", kind="conformance", config={"step_seconds": 0.05})
+    tck_key = make_key(tenant, "tck")
+    with httpx.Client(timeout=60) as http:
+        for prefix in ("done", "tck-reject-task", "tck-input-required", "done", "done"):
+            ask = message("scenario", messageId=f"{prefix}-{uuid.uuid4()}")
+            rpc(http, live_platform.agent_url(tck), tck_key, "SendMessage", {"message": ask})
+
     # the task list has both tasks
     page.goto(f"{base}/console/tasks/")
     row = page.locator(f'#task-list tr[data-task-id="{task_id}"]')
@@ -260,9 +270,16 @@ def test_operator_journey(
         expect(section.locator("svg").first).to_be_visible()
     screenshot(page, "11-charts")
 
-    # workers: the live worker answered, and the queues are shown
+    # workers: the live worker answered, the queues are shown, and a job that failed on it
+    job_id = str(uuid.uuid4())
+    celery_app.send_task("push_app.tasks.push_deliver_task", args=["not-a-uuid"], task_id=job_id)
+    wait_until(
+        lambda: JobFailure.objects.filter(celery_task_id=job_id).exists(),
+        what="the worker to record the failed job",
+    )
     page.goto(f"{base}/console/workers/")
     expect(page.locator("#workers .worker").first).to_be_visible()
+    expect(page.locator(f'tr.failure[data-job="{job_id}"]')).to_contain_text("ValueError")
     expect(page.locator("#queues")).to_be_visible()
     screenshot(page, "12-workers")
 

@@ -20,6 +20,7 @@ from a2a.types import (
 from django.utils import timezone
 
 from agents.auth import Principal
+from push_app.models import PushConfig
 from tasks_app.errors import (
     ContentTypeNotSupportedError,
     InvalidAgentResponseError,
@@ -267,3 +268,22 @@ def test_a_follow_up_puts_the_agents_question_before_the_answer_in_history(agent
     task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
     assert [m.parts[0].text for m in task.history] == ["first", "which?", "this one"]
     assert not task.status.HasField("message")
+
+
+def test_an_inline_push_config_stays_out_of_the_jobs_row(agent):
+    """Its token and credentials are stored encrypted with the push configs; the queued job's
+    arguments (a plain JSON column, then the broker) carry the rest of the configuration."""
+    request = SendMessageRequest(
+        message=Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="x")])
+    )
+    push = request.configuration.task_push_notification_config
+    push.url = "https://93.184.216.34/hook"
+    push.token = "secret-token"
+    push.authentication.scheme = "Bearer"
+    push.authentication.credentials = "secret-credentials"
+    request.configuration.accepted_output_modes.append("text/plain")
+    outcome = message_send(agent=agent, principal=ALICE, request=request)
+    job_args = Task.objects.get(pk=outcome.task_id).job_args
+    assert job_args["configuration"] == {"acceptedOutputModes": ["text/plain"]}
+    assert "secret" not in str(job_args)
+    assert PushConfig.objects.get(task_id=outcome.task_id).token_encrypted  # stored, encrypted
