@@ -285,12 +285,18 @@ WWW_AUTHENTICATE = 'Bearer realm="metrics"'
 UNAUTHORIZED = b"Send the metrics token: Authorization: Bearer <A2A_METRICS_TOKEN>.\n"
 
 
+CLOSED = (
+    "/metrics is closed: it names every tenant and agent. Set A2A_METRICS_TOKEN and scrape "
+    "with 'Authorization: Bearer <token>', or set A2A_METRICS_OPEN=true on a private network.\n"
+)
+
+
 def authorized(authorization: str | None) -> bool:
-    """Whether an Authorization header carries A2A_METRICS_TOKEN; anything goes when it is
-    unset. Compared in constant time."""
+    """Whether an Authorization header carries A2A_METRICS_TOKEN (compared in constant time);
+    without a token, whether the operator opened /metrics."""
     token = settings.A2A_METRICS_TOKEN
     if not token:
-        return True
+        return settings.A2A_METRICS_OPEN
     scheme, _, presented = (authorization or "").strip().partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(
         presented.strip().encode(), token.encode()
@@ -300,6 +306,8 @@ def authorized(authorization: str | None) -> bool:
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
     """The Prometheus text exposition of this web process and of the shared storage."""
+    if not settings.A2A_METRICS_TOKEN and not settings.A2A_METRICS_OPEN:
+        return HttpResponse(CLOSED, status=403, content_type="text/plain")
     if not authorized(request.headers.get("Authorization")):
         response = HttpResponse(UNAUTHORIZED, status=401, content_type="text/plain")
         response["WWW-Authenticate"] = WWW_AUTHENTICATE

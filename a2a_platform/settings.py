@@ -326,7 +326,9 @@ A2A_GRPC_MAX_CONCURRENT_STREAMS = _positive_int("A2A_GRPC_MAX_CONCURRENT_STREAMS
 A2A_GRPC_GRACE_SECONDS = _positive_float("A2A_GRPC_GRACE_SECONDS", 10.0)
 
 # --- Prometheus metrics (a2a_platform/metrics.py) ---
-# Unset, /metrics is open (the norm on a private network); set, scrapes send it as a bearer token.
+# Set, scrapes send it as a bearer token. Unset, /metrics answers 403 (it names every tenant and
+# agent) unless A2A_METRICS_OPEN is true: the embedded profile and the tests open it.
+A2A_METRICS_OPEN = env.bool("A2A_METRICS_OPEN", default=False)
 A2A_METRICS_TOKEN = ""
 if env.str("A2A_METRICS_TOKEN", default="") or env.str("A2A_METRICS_TOKEN_FILE", default=""):
     A2A_METRICS_TOKEN = _secret("A2A_METRICS_TOKEN")

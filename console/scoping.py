@@ -4,6 +4,7 @@ an object of any other tenant is 404, exactly like one that does not exist."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -23,7 +24,8 @@ def visible_tenants(user: User) -> QuerySet[Tenant]:
         return Tenant.objects.none()
     if user.is_staff:
         return Tenant.objects.all()
-    return Tenant.objects.filter(memberships__user=user).distinct()
+    # A deactivated tenant is closed on the A2A endpoints; its people no longer see it either.
+    return Tenant.objects.filter(memberships__user=user, is_active=True).distinct()
 
 
 def visible_agents(user: User) -> QuerySet[Agent]:
@@ -52,6 +54,40 @@ def agent_or_404(user: User, tenant_slug: str, agent_slug: str) -> Agent:
     return agent
 
 
+_SLUG = re.compile(r"[a-z0-9-]{1,63}")
+
+
+def agent_path(agent: Agent) -> str:
+    """How pages name an agent in filters and links: `<tenant>/<agent>`."""
+    return f"{agent.tenant.slug}/{agent.slug}"
+
+
+def agent_paths(user: User, limit: int = 500) -> list[str]:
+    """The agents a filter may name, for its choices."""
+    rows = visible_agents(user).order_by("tenant__slug", "slug").values_list("tenant__slug", "slug")
+    return [f"{tenant}/{slug}" for tenant, slug in rows[:limit]]
+
+
+def agent_from_path(user: User, value: str) -> Agent:
+    """The agent a `<tenant>/<agent>` filter names; 404 for anything else, malformed included."""
+    tenant_slug, _, agent_slug = value.partition("/")
+    if not (_SLUG.fullmatch(tenant_slug) and _SLUG.fullmatch(agent_slug)):
+        raise Http404("No such agent.")
+    return agent_or_404(user, tenant_slug, agent_slug)
+
+
+def delivery_or_404(user: User, delivery_id: uuid.UUID) -> Delivery:
+    delivery = (
+        visible_deliveries(user)
+        .select_related("config__task__tenant", "config__task__agent", "event")
+        .filter(pk=delivery_id)
+        .first()
+    )
+    if delivery is None:
+        raise Http404("No such delivery.")
+    return delivery
+
+
 def task_or_404(user: User, tenant_slug: str, task_id: str) -> Task:
     try:
         pk = uuid.UUID(task_id)
@@ -74,6 +110,16 @@ def role_in(user: User, tenant: Tenant) -> str:
         return "operator"
     membership = Membership.objects.filter(user=user, tenant=tenant).first()
     return membership.role if membership else ""
+
+
+def owned_tenants(user: User, tenants: list[Tenant]) -> list[Tenant]:
+    """Those of `tenants` the user (not staff) owns, in one query."""
+    owned = set(
+        Membership.objects.filter(
+            user=user, role=Membership.Role.OWNER, tenant__in=tenants
+        ).values_list("tenant_id", flat=True)
+    )
+    return [t for t in tenants if t.pk in owned]
 
 
 def can_manage(user: User, tenant: Tenant) -> bool:

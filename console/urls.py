@@ -23,7 +23,7 @@ urlpatterns = [
         name="key-create",
     ),
     path(
-        "t/<slug:tenant_slug>/a/<slug:agent_slug>/keys/<str:prefix>/revoke/",
+        "t/<slug:tenant_slug>/a/<slug:agent_slug>/keys/<slug:prefix>/revoke/",
         views.key_revoke,
         name="key-revoke",
     ),

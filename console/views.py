@@ -8,10 +8,12 @@ import json
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from agents.cards import agent_base_url, agent_card_json, grpc_tenant
@@ -23,6 +25,7 @@ from .forms import AgentRegistrationForm, ApiKeyForm, pretty_json
 from .scoping import (
     agent_or_404,
     can_manage,
+    owned_tenants,
     require_manager,
     role_in,
     tenant_or_404,
@@ -48,7 +51,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         counts.setdefault(row["pk"], {})[row["tasks__state"]] = row["n"]
     for agent in agents:
         agent.state_counts = sorted(counts.get(agent.pk, {}).items())
-    managed = [t for t in tenants if can_manage(request.user, t)]
+    managed = tenants if request.user.is_staff else owned_tenants(request.user, tenants)
     return render(
         request,
         "console/overview.html",
@@ -62,7 +65,16 @@ def agent_new(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     require_manager(request.user, tenant)
     form = AgentRegistrationForm(request.POST or None, tenant=tenant)
     if request.method == "POST" and form.is_valid():
-        agent = form.save()
+        try:
+            with transaction.atomic():
+                agent = form.save()
+        except IntegrityError:  # registered a moment ago by someone else
+            form.add_error("slug", f"Tenant {tenant.slug!r} has an agent {form.instance.slug!r}.")
+            return render(
+                request,
+                "console/agent_new.html",
+                {"tenant": tenant, "form": form, "kinds": _kinds_help()},
+            )
         messages.success(request, f"Agent {agent.slug} registered; it is live at its URLs below.")
         return redirect("console:agent", tenant_slug=tenant.slug, agent_slug=agent.slug)
     return render(
@@ -125,6 +137,19 @@ asyncio.run(main())
 '''
 
 
+NEW_SECRET = "console_new_secret"
+
+
+def _new_secret(request: HttpRequest, agent: Agent) -> dict | None:
+    """A key created a moment ago for this agent: shown on this one page view, then gone."""
+    made = request.session.get(NEW_SECRET)
+    if not made or made.get("agent") != agent.pk:
+        return None
+    del request.session[NEW_SECRET]
+    return made
+
+
+@never_cache  # the page may carry a new key's secret
 @login_required
 def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
     agent = agent_or_404(request.user, tenant_slug, agent_slug)
@@ -152,7 +177,7 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
             "key_form": ApiKeyForm(),
             "can_manage": can_manage(request.user, agent.tenant),
             "role": role_in(request.user, agent.tenant),
-            "new_secret": request.session.pop("console_new_secret", None),
+            "new_secret": _new_secret(request, agent),
         },
     )
 
@@ -175,7 +200,7 @@ def key_create(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
             agent=agent if form.cleaned_data["this_agent_only"] else None,
         )
         # Shown once, on the next page only; never stored beyond this hop.
-        request.session["console_new_secret"] = {"prefix": key.prefix, "secret": secret}
+        request.session[NEW_SECRET] = {"agent": agent.pk, "prefix": key.prefix, "secret": secret}
         messages.success(request, f"API key {key.name} created.")
     return redirect("console:agent", tenant_slug=agent.tenant.slug, agent_slug=agent.slug)
 

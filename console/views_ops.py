@@ -30,7 +30,7 @@ from django.db.models import (
     Window,
 )
 from django.db.models.functions import RowNumber
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
@@ -47,8 +47,11 @@ from . import charts
 from .models import JobFailure
 from .scoping import (
     User,
-    agent_or_404,
+    agent_from_path,
+    agent_path,
+    agent_paths,
     can_manage,
+    delivery_or_404,
     require_manager,
     require_operator,
     visible_agents,
@@ -239,19 +242,7 @@ STATES = [state for state, _ in Delivery.State.choices]
 
 def _agent_filter(user: User, value: str) -> Agent | None:
     """`<tenant>/<agent>` from a filter; another tenant's agent is 404, like a missing one."""
-    if not value:
-        return None
-    tenant_slug, _, agent_slug = value.partition("/")
-    return agent_or_404(user, tenant_slug, agent_slug)
-
-
-def _agent_choices(user: User) -> list[str]:
-    return [
-        f"{tenant}/{slug}"
-        for tenant, slug in visible_agents(user)
-        .order_by("tenant__slug", "slug")
-        .values_list("tenant__slug", "slug")[:500]
-    ]
+    return agent_from_path(user, value) if value else None
 
 
 @login_required
@@ -278,29 +269,17 @@ def deliveries(request: HttpRequest) -> HttpResponse:
         {
             "page": page,
             "state": state,
-            "agent_value": f"{agent.tenant.slug}/{agent.slug}" if agent else "",
-            "agent_choices": _agent_choices(request.user),
+            "agent_value": agent_path(agent) if agent else "",
+            "agent_choices": agent_paths(request.user),
             "counts": [(s, by_state.get(s, 0)) for s in STATES],
             "total": sum(by_state.values()),
         },
     )
 
 
-def _delivery_or_404(user: User, delivery_id: uuid.UUID) -> Delivery:
-    delivery = (
-        visible_deliveries(user)
-        .select_related("config__task__tenant", "config__task__agent", "event")
-        .filter(pk=delivery_id)
-        .first()
-    )
-    if delivery is None:
-        raise Http404("No such delivery.")
-    return delivery
-
-
 @login_required
 def delivery_detail(request: HttpRequest, delivery_id: uuid.UUID) -> HttpResponse:
-    delivery = _delivery_or_404(request.user, delivery_id)
+    delivery = delivery_or_404(request.user, delivery_id)
     tenant = delivery.config.task.tenant
     attempts = list(delivery.attempts_log.order_by("-started_at", "-id")[:ATTEMPTS_SHOWN])
     return render(
@@ -320,7 +299,7 @@ def delivery_detail(request: HttpRequest, delivery_id: uuid.UUID) -> HttpRespons
 @login_required
 @require_POST
 def delivery_redeliver_view(request: HttpRequest, delivery_id: uuid.UUID) -> HttpResponse:
-    delivery = _delivery_or_404(request.user, delivery_id)
+    delivery = delivery_or_404(request.user, delivery_id)
     require_manager(request.user, delivery.config.task.tenant)
     if delivery_redeliver(delivery_id=delivery.pk):
         messages.success(request, "Delivery queued again; its new attempts appear below.")
@@ -438,7 +417,7 @@ def _agent_chart(agent: Agent, stats: dict[str, Any], labels: list[str]) -> Agen
         ],
         sampled=any(series.sampled),
     )
-    name = f"{agent.tenant.slug}/{agent.slug}"
+    name = agent_path(agent)
     # Each SVG is built by console.charts, which escapes every text it writes.
     chart.svgs = [
         mark_safe(
@@ -512,8 +491,8 @@ def charts_page(request: HttpRequest) -> HttpResponse:
             "ranges": list(charts.RANGES),
             "buckets": buckets,
             "bucket_size": _duration_text(buckets.size.total_seconds()),
-            "agent_value": f"{agent.tenant.slug}/{agent.slug}" if agent else "",
-            "agent_choices": _agent_choices(request.user),
+            "agent_value": agent_path(agent) if agent else "",
+            "agent_choices": agent_paths(request.user),
             "more_agents": more,
             "max_agents": MAX_AGENTS_CHARTED,
             "percentiles": charts.PERCENTILES,

@@ -9,7 +9,7 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
@@ -28,12 +28,13 @@ from django.http import (
 from django.shortcuts import render
 from django.utils.http import urlencode
 
+from a2a_platform.metrics import SSE_STREAMS_OPEN
 from agents.models import Agent
 from tasks_app.models import STATE_CHOICES, TERMINAL_STATES, Task, TaskEvent
 from tasks_app.streams import EventFollower
 
 from .forms import pretty_json
-from .scoping import task_or_404, visible_agents, visible_tasks
+from .scoping import agent_path, task_or_404, visible_agents, visible_tasks
 
 PAGE_SIZE = 50
 # A task page shows the newest events only: an agent streaming many chunks must not make the
@@ -121,10 +122,6 @@ class TaskFilterForm(forms.Form):
         return tasks
 
 
-def agent_path(agent: Agent) -> str:
-    return f"{agent.tenant.slug}/{agent.slug}"
-
-
 class BadCursor(ValueError):
     pass
 
@@ -142,8 +139,9 @@ def cursor_decode(value: str) -> tuple[datetime, uuid.UUID]:
         moment = datetime.fromisoformat(stamp)
         if moment.tzinfo is None:
             raise ValueError("naive timestamp")
-        return moment, uuid.UUID(pk)
-    except ValueError as exc:  # binascii and Unicode errors are ValueErrors too
+        # In UTC now: a date at the edge of the calendar fails here, not in the query.
+        return moment.astimezone(UTC), uuid.UUID(pk)
+    except (ValueError, OverflowError) as exc:  # binascii and Unicode errors are ValueErrors
         raise BadCursor(value) from exc
 
 
@@ -416,21 +414,25 @@ async def _stream(task_pk: uuid.UUID, after: int, state: str, ended: bool) -> As
     # The follower says which events exist and when the task is over; the console's frames
     # also carry the row's kind, state and time, read in batches as the follower advances.
     ahead: dict[int, EventFrame] = {}
-    async with EventFollower(task_pk, after, ends_at=TERMINAL_STATES) as follower:
-        events = follower.events(idle=settings.A2A_SSE_KEEPALIVE_SECONDS)
-        async with contextlib.aclosing(events):
-            async for item in events:
-                if item is None:
-                    yield b": keep-alive\n\n"
-                    continue
-                if item.seq not in ahead:
-                    rows = await database_sync_to_async(_event_frames_from)(task_pk, item.seq)
-                    ahead = {frame["seq"]: frame for frame in rows}
-                frame = ahead.pop(item.seq)
-                yield _sse(frame)
-                if item.final:
-                    yield _sse_end(frame["state"])
-                    return
+    SSE_STREAMS_OPEN.inc()
+    try:
+        async with EventFollower(task_pk, after, ends_at=TERMINAL_STATES) as follower:
+            events = follower.events(idle=settings.A2A_SSE_KEEPALIVE_SECONDS)
+            async with contextlib.aclosing(events):
+                async for item in events:
+                    if item is None:
+                        yield b": keep-alive\n\n"
+                        continue
+                    if item.seq not in ahead:
+                        rows = await database_sync_to_async(_event_frames_from)(task_pk, item.seq)
+                        ahead = {frame["seq"]: frame for frame in rows}
+                    frame = ahead.pop(item.seq)
+                    yield _sse(frame)
+                    if item.final:
+                        yield _sse_end(frame["state"])
+                        return
+    finally:
+        SSE_STREAMS_OPEN.dec()  # also when the viewer left
 
 
 def _after(request: HttpRequest, last_seq: int) -> int:

@@ -20,6 +20,7 @@ export A2A_GRPC_PUBLIC_ADDRESS="${A2A_GRPC_PUBLIC_ADDRESS:-127.0.0.1:$GRPC_PORT}
 export A2A_GRPC_DEFAULT_AGENT="${A2A_GRPC_DEFAULT_AGENT-demo/conformance}"
 # The development profile may push to webhooks on this machine (production allowlists nothing).
 export A2A_PUSH_ALLOWED_NETWORKS="${A2A_PUSH_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
+export A2A_METRICS_OPEN="${A2A_METRICS_OPEN-true}"  # a development machine: /metrics without a token
 PY=.venv/bin/python
 
 $PY manage.py migrate --noinput >/dev/null

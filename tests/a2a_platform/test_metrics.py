@@ -44,6 +44,12 @@ ALL_STATES = [name for name, _ in STATE_CHOICES]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
+@pytest.fixture(autouse=True)
+def metrics_open(settings):
+    """Opened as the embedded profile and the live platform open it; the token tests close it."""
+    settings.A2A_METRICS_OPEN = True
+
+
 def scrape(client, **headers: str) -> Samples:
     response = client.get("/metrics", headers=headers)
     assert response.status_code == 200, response.content
@@ -300,8 +306,13 @@ def test_a_stream_is_observed_at_its_first_event_not_at_keepalives(
 
 
 @pytest.mark.django_db
-def test_without_a_token_metrics_are_open(client, settings):
+def test_without_a_token_metrics_are_closed_unless_opened(client, settings):
     settings.A2A_METRICS_TOKEN = ""
+    settings.A2A_METRICS_OPEN = False
+    response = client.get("/metrics")
+    assert response.status_code == 403
+    assert b"A2A_METRICS_TOKEN" in response.content and b"a2a_tasks" not in response.content
+    settings.A2A_METRICS_OPEN = True
     assert value(scrape(client), "a2a_database_up") == 1.0
 
 

@@ -185,3 +185,31 @@ def test_the_snippet_on_the_agent_page_calls_the_agent(
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert "TASK_STATE_COMPLETED" in run.stdout and "from the page" in run.stdout
+
+
+def test_a_new_secret_shows_only_on_its_agents_page_once(client, world, make_agent):
+    client.force_login(world["owner_a"])
+    agent, other = world["agent_a"], make_agent(world["a"], "other")
+    client.post(agent_url(agent, "console:key-create"), {"name": "k", "this_agent_only": "on"})
+    # Another agent's page, opened first (another tab), neither shows nor consumes it.
+    assert 'id="new-secret"' not in client.get(agent_url(other)).content.decode()
+    response = client.get(agent_url(agent))
+    assert 'id="new-secret"' in response.content.decode()
+    assert "no-store" in response["Cache-Control"]  # the browser does not keep the page
+    assert 'id="new-secret"' not in client.get(agent_url(agent)).content.decode()
+
+
+def test_a_deactivated_tenant_is_closed_to_its_people_not_to_operators(client, world):
+    world["a"].is_active = False
+    world["a"].save()
+    client.force_login(world["owner_a"])
+    assert client.get(agent_url(world["agent_a"])).status_code == 404
+    assert world["a"].slug not in client.get(reverse("console:overview")).content.decode()
+    client.force_login(world["operator"])
+    assert client.get(agent_url(world["agent_a"])).status_code == 200
+
+
+def test_a_key_prefix_that_is_not_a_prefix_is_404(client, world):
+    client.force_login(world["owner_a"])
+    base = agent_url(world["agent_a"])
+    assert client.post(base + "keys/a%00b/revoke/").status_code == 404

@@ -165,3 +165,13 @@ def test_operator_pages_are_refused_to_members(client, world):
         assert client.get(reverse(f"console:{route}")).status_code == 403
     admin = client.get("/admin/")
     assert admin.status_code == 302 and "/admin/login/" in admin["Location"]
+
+
+@pytest.mark.parametrize("route", ["deliveries", "charts", "tasks"])
+@pytest.mark.parametrize("value", ["a\x00/b", "../x", "x", "/", "A/B"])
+def test_a_malformed_agent_filter_is_a_clear_answer_not_a_500(client, world, route, value):
+    client.force_login(world["owner_b"])
+    response = client.get(reverse(f"console:{route}"), {"agent": value})
+    assert response.status_code in (200, 404)
+    if response.status_code == 200:  # the task list names the bad field on the page
+        assert "not an agent you can see" in response.content.decode()

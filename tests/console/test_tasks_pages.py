@@ -263,6 +263,15 @@ def test_counts_by_state_follow_the_agent_filter(client, world, make_agent):
             "first page.",
         ),
         (
+            {
+                "after": base64.urlsafe_b64encode(
+                    b"0001-01-01T00:00:00+01:00|00000000-0000-0000-0000-000000000000"
+                ).decode()
+            },
+            "Page (after): this is not a page link this console made; start again from the "
+            "first page.",
+        ),
+        (
             {"after": base64.urlsafe_b64encode(b"2024-01-01T00:00:00|nope").decode()},
             "Page (after): this is not a page link this console made; start again from the "
             "first page.",

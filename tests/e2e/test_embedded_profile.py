@@ -35,13 +35,15 @@ class Embedded:
     log: Path
 
 
-def _printed(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> str:
+def _printed(
+    log: Path, pattern: str, proc: subprocess.Popen[bytes] | None, timeout: float = 60
+) -> str:
     """The first group of `pattern` in run.sh's output, once it appears."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if found := re.search(pattern, log.read_text(errors="replace"), re.M):
             return found.group(1)
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             break
         time.sleep(0.1)
     raise RuntimeError(f"run.sh did not print {pattern!r}:\n{log.read_text()[-4000:]}")
@@ -197,3 +199,25 @@ def test_grpc_sends_share_the_embedded_database_and_broker(embedded):
         embedded.base + "conformance/", json=jsonrpc, headers={"A2A-Version": "1.0"}, timeout=10
     ).json()
     assert fetched["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_the_printed_console_login_works_and_metrics_are_open(embedded):
+    """make run's console: the operator login it printed, the page with its stylesheet, and
+    /metrics (opened on this development profile) counting the demo tasks."""
+    password = _printed(embedded.log, r"^console login \(operator\): operator / (\S+)$", None)
+    root = embedded.base.split("/a2a/")[0]
+    with httpx.Client(base_url=root, timeout=10) as http:
+        http.get("/console/login/")
+        login = http.post(
+            "/console/login/",
+            data={"username": "operator", "password": password},
+            headers={"X-CSRFToken": http.cookies["csrftoken"]},
+        )
+        assert login.status_code == 302
+        page = http.get("/console/")
+        assert page.status_code == 200 and "/console/t/demo/a/echo/" in page.text
+        css = re.search(r'href="([^"]+console\.css)"', page.text)[1]
+        assert http.get(css).status_code == 200
+        metrics = http.get("/metrics")
+    assert metrics.status_code == 200
+    assert re.search(r'^a2a_tasks\{[^}]*agent="echo"[^}]*\} ', metrics.text, re.M)

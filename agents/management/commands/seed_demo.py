@@ -85,8 +85,11 @@ class Command(BaseCommand):
             self.stdout.write(f"console login ({what}): {user.username} / {password}")
 
     def _login(self, username: str, **flags: bool) -> tuple[Any, str]:
-        user, _ = get_user_model().objects.get_or_create(username=username, defaults=flags)
+        user, _ = get_user_model().objects.get_or_create(username=username)
         password = secrets.token_urlsafe(12)
         user.set_password(password)
+        user.is_active = True
+        for flag in ("is_staff", "is_superuser"):
+            setattr(user, flag, flags.get(flag, False))  # what the printed line says it is
         user.save()
         return user, password
