@@ -166,7 +166,7 @@ def test_operator_journey(
     page.fill("#id_name", "Watcher")
     page.fill("#id_description", "Echoes, slowly enough to watch.")
     page.select_option("#id_executor_kind", "echo")
-    page.fill("#id_executor_config", '{"delay_seconds": 2}')
+    page.fill("#id_executor_config", '{"delay_seconds": 3}')
     screenshot(page, "03-registration")
     page.fill("#id_executor_config", '{"delay_seconds": "soon"}')
     page.click("form:has(#id_slug) [type=submit]")
@@ -177,7 +177,7 @@ def test_operator_journey(
     screenshot(page, "04-registration-error")
 
     # registered with a good config: the agent's page, with its card
-    page.fill("#id_executor_config", '{"delay_seconds": 2}')
+    page.fill("#id_executor_config", '{"delay_seconds": 3}')
     page.click("form:has(#id_slug) [type=submit]")
     agent_url = f"{base}/console/t/{tenant.slug}/a/watcher/"
     expect(page).to_have_url(agent_url)
