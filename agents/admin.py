@@ -18,7 +18,7 @@ from .cards import agent_base_url
 from .executors import executor_kind_choices
 from .models import Agent, ApiKey, Membership, SigningKey, Tenant
 from .services import signing_key_retire, signing_key_rotate
-from .validation import agent_validate, api_key_scopes_validate
+from .validation import agent_form_check, api_key_scopes_validate
 
 
 class SigningKeyInline(admin.TabularInline):
@@ -102,6 +102,15 @@ def _https_urls(field: models.Field, **kwargs: Any) -> forms.Field | None:
     return field.formfield(**kwargs)
 
 
+AGENT_JSON_FIELDS = (
+    "executor_config",
+    "skills",
+    "extended_skills",
+    "default_input_modes",
+    "default_output_modes",
+)
+
+
 class AgentForm(forms.ModelForm):
     executor_kind = forms.ChoiceField(choices=executor_kind_choices)
 
@@ -112,33 +121,7 @@ class AgentForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        probe = Agent(
-            **{
-                k: v
-                for k, v in cleaned.items()
-                if k
-                in {
-                    "executor_kind",
-                    "executor_config",
-                    "skills",
-                    "extended_skills",
-                    "default_input_modes",
-                    "default_output_modes",
-                }
-            }
-        )
-        for field in ("skills", "extended_skills", "default_input_modes", "default_output_modes"):
-            if getattr(probe, field) is None:
-                setattr(probe, field, [])
-        if probe.executor_config is None:
-            probe.executor_config = {}
-        try:
-            agent_validate(probe)
-        except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                self.add_error(field if field in self.fields else None, errors)
-        else:
-            cleaned["executor_config"] = probe.executor_config
+        agent_form_check(self, cleaned, AGENT_JSON_FIELDS)
         return cleaned
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from a2a.types import AgentSkill
@@ -28,6 +29,29 @@ def agent_validate(agent: Agent) -> None:
             errors[field] = 'Give a list of media types, e.g. ["text/plain"].'
     if errors:
         raise ValidationError(errors)
+
+
+def agent_form_check(form: Any, cleaned: dict[str, Any], fields: Iterable[str]) -> None:
+    """For a form that edits an agent (the admin's, the console's): check the executor config,
+    skills and modes in `cleaned` as they would be saved, add each error to its field, and put
+    the normalised values back into `cleaned`. A field left empty counts as {} or []."""
+    if not cleaned.get("executor_kind"):
+        return  # the form already says the kind is missing or unknown
+    fields = list(fields)
+    probe = Agent(executor_kind=cleaned["executor_kind"])
+    for name in fields:
+        value = cleaned.get(name)
+        if value is None:
+            value = {} if name == "executor_config" else []
+        setattr(probe, name, value)
+    try:
+        agent_validate(probe)
+    except ValidationError as exc:
+        for field, errors in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+    else:
+        for name in fields:
+            cleaned[name] = getattr(probe, name)
 
 
 def validation_summary(exc: ValidationError) -> str:

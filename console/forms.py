@@ -6,11 +6,10 @@ import json
 from typing import Any
 
 from django import forms
-from django.core.exceptions import ValidationError
 
 from agents.executors import executor_kind_choices
 from agents.models import Agent, ApiKey
-from agents.validation import agent_validate
+from agents.validation import agent_form_check
 
 _JSON_FIELDS = ("executor_config", "skills", "default_input_modes", "default_output_modes")
 
@@ -67,21 +66,7 @@ class AgentRegistrationForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        probe = Agent(tenant=self.instance.tenant)
-        for name in ("executor_kind", *_JSON_FIELDS):
-            value = cleaned.get(name)
-            if value is None and name != "executor_kind":
-                value = {} if name == "executor_config" else []
-            setattr(probe, name, value)
-        if "executor_kind" in cleaned:
-            try:
-                agent_validate(probe)
-            except ValidationError as exc:
-                for field, errors in exc.message_dict.items():
-                    self.add_error(field if field in self.fields else None, errors)
-            else:
-                for name in _JSON_FIELDS:
-                    cleaned[name] = getattr(probe, name)
+        agent_form_check(self, cleaned, _JSON_FIELDS)
         slug = cleaned.get("slug")
         if slug and Agent.objects.filter(tenant=self.instance.tenant, slug=slug).exists():
             self.add_error("slug", f"Tenant {self.instance.tenant.slug!r} has an agent {slug!r}.")

@@ -12,16 +12,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start(**env: str) -> subprocess.CompletedProcess[str]:
+def start(printing: str = "ALLOWED_HOSTS", **env: str) -> subprocess.CompletedProcess[str]:
+    """Start Django in a new process with `env` (and no other A2A_/DJANGO_ variables) and
+    print one setting."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "DJANGO_"))}
     environment.update(
         {"DJANGO_SETTINGS_MODULE": "a2a_platform.settings", "DJANGO_SECRET_KEY": "x"}
     )
     environment.update({"A2A_VAR_DIR": "/tmp/a2a-settings-test", **env})
-    code = (
-        "import django; django.setup(); from django.conf import settings; "
-        "print(settings.ALLOWED_HOSTS)"
-    )
+    code = "import django; django.setup(); from django.conf import settings; "
+    code += f"print(settings.{printing})"
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
@@ -68,3 +68,27 @@ def test_secret_file_and_public_host(tmp_path):
     empty.write_text("")
     failed = start(DJANGO_SECRET_KEY_FILE=str(empty))
     assert failed.returncode != 0 and "is empty" in failed.stderr
+
+
+@pytest.mark.parametrize(
+    "name, raw",
+    [
+        ("A2A_METRICS_TOKEN", "has a space"),
+        ("A2A_METRICS_TOKEN", "caf\u00e9"),
+        ("A2A_GRPC_METRICS_LISTEN", "http://0.0.0.0:9100"),
+        ("A2A_GRPC_METRICS_LISTEN", "9100"),
+    ],
+)
+def test_bad_metrics_settings_stop_start_up(name, raw):
+    result = start(name, **{name: raw})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and name in result.stderr
+
+
+def test_metrics_settings_from_the_environment_and_a_file(tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("from-a-file\n")
+    assert start("A2A_METRICS_TOKEN", A2A_METRICS_TOKEN_FILE=str(secret)).stdout == "from-a-file\n"
+    assert start("A2A_METRICS_TOKEN").stdout == "\n"  # unset
+    listen = start("A2A_GRPC_METRICS_LISTEN", A2A_GRPC_METRICS_LISTEN="[::1]:9100")
+    assert listen.stdout == "[::1]:9100\n"

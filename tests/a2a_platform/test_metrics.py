@@ -4,9 +4,6 @@ broker that cannot be reached, the send latency instruments, and the optional be
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import uuid
 from datetime import timedelta
 
@@ -36,7 +33,7 @@ from tasks_app.models import STATE_CHOICES, Task, TaskEvent
 from tasks_app.operations import Caller, send_message, send_message_stream
 from tasks_app.services import message_send, task_end, task_event_record
 
-from ..conftest import ROOT, _free_port
+from ..conftest import _free_port
 
 ALICE = Principal(owner="key:alice")
 ALL_STATES = [name for name, _ in STATE_CHOICES]
@@ -334,51 +331,3 @@ def test_with_a_token_scrapes_must_send_it_as_a_bearer_token(client, settings):
 def test_metrics_are_read_only(client):
     assert client.post("/metrics").status_code == 405
     assert client.head("/metrics").status_code == 200
-
-
-def setting(name: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Start Django in a new process with `env` and print one setting."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "DJANGO_"))}
-    environment |= {
-        "DJANGO_SETTINGS_MODULE": "a2a_platform.settings",
-        "DJANGO_SECRET_KEY": "x",
-        "A2A_VAR_DIR": "/tmp/a2a-settings-test",
-        **env,
-    }
-    code = (
-        f"import django; django.setup(); from django.conf import settings; print(settings.{name})"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-@pytest.mark.parametrize(
-    "name, raw",
-    [
-        ("A2A_METRICS_TOKEN", "has a space"),
-        ("A2A_METRICS_TOKEN", "caf\u00e9"),
-        ("A2A_GRPC_METRICS_LISTEN", "http://0.0.0.0:9100"),
-        ("A2A_GRPC_METRICS_LISTEN", "9100"),
-    ],
-)
-def test_bad_metrics_settings_stop_start_up(name, raw):
-    result = setting(name, **{name: raw})
-    assert result.returncode != 0
-    assert "ImproperlyConfigured" in result.stderr and name in result.stderr
-
-
-def test_metrics_settings_from_the_environment_and_a_file(tmp_path):
-    secret = tmp_path / "token"
-    secret.write_text("from-a-file\n")
-    assert (
-        setting("A2A_METRICS_TOKEN", A2A_METRICS_TOKEN_FILE=str(secret)).stdout == "from-a-file\n"
-    )
-    assert setting("A2A_METRICS_TOKEN").stdout == "\n"  # unset: open
-    listen = setting("A2A_GRPC_METRICS_LISTEN", A2A_GRPC_METRICS_LISTEN="[::1]:9100")
-    assert listen.stdout == "[::1]:9100\n"
