@@ -37,9 +37,7 @@ from .scoping import (
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     tenants = list(visible_tenants(request.user).order_by("slug"))
-    agents = list(
-        visible_agents(request.user).order_by("tenant__slug", "slug").annotate(n=Count("tasks"))
-    )
+    agents = list(visible_agents(request.user).order_by("tenant__slug", "slug"))
     counts: dict[int, dict[str, int]] = {}
     rows = (
         visible_agents(request.user)
@@ -51,6 +49,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         counts.setdefault(row["pk"], {})[row["tasks__state"]] = row["n"]
     for agent in agents:
         agent.state_counts = sorted(counts.get(agent.pk, {}).items())
+        agent.n = sum(counts.get(agent.pk, {}).values())
     managed = tenants if request.user.is_staff else owned_tenants(request.user, tenants)
     return render(
         request,
@@ -70,13 +69,9 @@ def agent_new(request: HttpRequest, tenant_slug: str) -> HttpResponse:
                 agent = form.save()
         except IntegrityError:  # registered a moment ago by someone else
             form.add_error("slug", f"Tenant {tenant.slug!r} has an agent {form.instance.slug!r}.")
-            return render(
-                request,
-                "console/agent_new.html",
-                {"tenant": tenant, "form": form, "kinds": _kinds_help()},
-            )
-        messages.success(request, f"Agent {agent.slug} registered; it is live at its URLs below.")
-        return redirect("console:agent", tenant_slug=tenant.slug, agent_slug=agent.slug)
+        else:
+            messages.success(request, f"Agent {agent.slug} registered; it is live at its URLs.")
+            return redirect("console:agent", tenant_slug=tenant.slug, agent_slug=agent.slug)
     return render(
         request,
         "console/agent_new.html",
