@@ -13,7 +13,6 @@ Two kinds of numbers, with different scopes:
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import hmac
@@ -206,13 +205,11 @@ class StorageCollector(Collector):
         yield from (task_family, attempt_family, dead_family, up)
 
     def _broker(self) -> Iterator[Metric]:
-        from a2a_platform.queues import queue_depths
+        from a2a_platform.queues import queue_depths, within
 
         up = _up_family("a2a_celery_broker_up", "Celery broker")
-        # A thread of its own, so a broker that hangs costs a scrape seconds, not the scrape.
-        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="metrics-broker")
-        try:
-            depths = pool.submit(queue_depths).result(timeout=BROKER_TIMEOUT_SECONDS)
+        try:  # a broker that hangs costs a scrape seconds, not the scrape
+            depths = within(BROKER_TIMEOUT_SECONDS, queue_depths)
         except NotImplementedError:
             return  # a broker whose queues are not read: neither a depth nor "down"
         except Exception as exc:  # down, refusing, or too slow: the answer is 0
@@ -220,8 +217,6 @@ class StorageCollector(Collector):
             up.add_metric([], 0)
             yield up
             return
-        finally:
-            pool.shutdown(wait=False)
         depth = _depth_family()
         for queue, n in sorted(depths.items()):
             depth.add_metric([queue], n)
@@ -291,26 +286,29 @@ CLOSED = (
 )
 
 
-def authorized(authorization: str | None) -> bool:
-    """Whether an Authorization header carries A2A_METRICS_TOKEN (compared in constant time);
-    without a token, whether the operator opened /metrics."""
+def refusal(authorization: str | None) -> tuple[int, bytes, list[tuple[str, str]]] | None:
+    """Why a scrape is refused (status, body, headers), or None to serve it. With a token, the
+    Authorization header must carry it (compared in constant time); without one, /metrics is
+    closed unless the operator opened it."""
     token = settings.A2A_METRICS_TOKEN
     if not token:
-        return settings.A2A_METRICS_OPEN
+        return None if settings.A2A_METRICS_OPEN else (403, CLOSED.encode(), [])
     scheme, _, presented = (authorization or "").strip().partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
+    if scheme.lower() == "bearer" and hmac.compare_digest(
         presented.strip().encode(), token.encode()
-    )
+    ):
+        return None
+    return 401, UNAUTHORIZED, [("WWW-Authenticate", WWW_AUTHENTICATE)]
 
 
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
     """The Prometheus text exposition of this web process and of the shared storage."""
-    if not settings.A2A_METRICS_TOKEN and not settings.A2A_METRICS_OPEN:
-        return HttpResponse(CLOSED, status=403, content_type="text/plain")
-    if not authorized(request.headers.get("Authorization")):
-        response = HttpResponse(UNAUTHORIZED, status=401, content_type="text/plain")
-        response["WWW-Authenticate"] = WWW_AUTHENTICATE
+    if refused := refusal(request.headers.get("Authorization")):
+        status, body, headers = refused
+        response = HttpResponse(body, status=status, content_type="text/plain")
+        for name, value in headers:
+            response[name] = value
         return response
     return HttpResponse(generate_latest(WEB_REGISTRY), content_type=CONTENT_TYPE_LATEST)
 
@@ -328,12 +326,11 @@ def start_sidecar_metrics_server(address: str) -> WSGIServer:
     host = host.strip("[]")
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if not authorized(environ.get("HTTP_AUTHORIZATION")):
-            start_response(
-                "401 Unauthorized",
-                [("Content-Type", "text/plain"), ("WWW-Authenticate", WWW_AUTHENTICATE)],
-            )
-            return [UNAUTHORIZED]
+        if refused := refusal(environ.get("HTTP_AUTHORIZATION")):
+            status, body, headers = refused
+            reason = "Forbidden" if status == 403 else "Unauthorized"
+            start_response(f"{status} {reason}", [("Content-Type", "text/plain"), *headers])
+            return [body]
         if environ["REQUEST_METHOD"] not in ("GET", "HEAD"):
             start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
             return []

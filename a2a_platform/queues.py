@@ -4,6 +4,9 @@ filesystem broker), for the operator dashboard and /metrics."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from django.conf import settings
 
@@ -13,6 +16,20 @@ from a2a_platform.celery import app
 # a priority in lists named `<queue>\x06\x16<priority>`.
 _REDIS_PRIORITY_SEP = "\x06\x16"
 _REDIS_PRIORITIES = (3, 6, 9)
+
+
+T = TypeVar("T")
+
+
+def within(seconds: float, read: Callable[[], T]) -> T:
+    """`read()` on a thread of its own, or TimeoutError after `seconds`: a broker host that
+    drops packets has no socket timeout, and a page or a scrape must not hang on it. A read
+    that hangs is left to finish alone."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker-read")
+    try:
+        return pool.submit(read).result(timeout=seconds)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def queue_names() -> list[str]:

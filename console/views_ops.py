@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypedDict
@@ -37,7 +35,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from a2a_platform.celery import app
-from a2a_platform.queues import queue_depths
+from a2a_platform.queues import queue_depths, within
 from agents.models import Agent
 from push_app.delivery import delivery_redeliver
 from push_app.models import Delivery
@@ -204,16 +202,13 @@ def _broker_report() -> BrokerReport:
 
 def broker_report_bounded(deadline: float = BROKER_DEADLINE_SECONDS) -> BrokerReport:
     """The broker report, or after `deadline` seconds a report that says it did not come."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-broker")
     try:
-        return pool.submit(_broker_report).result(timeout=deadline)
-    except FutureTimeout:
+        return within(deadline, _broker_report)
+    except TimeoutError:
         return BrokerReport(
             transport=settings.CELERY_BROKER_URL.partition(":")[0],
             unreachable=f"no answer from the broker within {deadline:g} s",
         )
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)  # a hung call is left to finish alone
 
 
 @login_required

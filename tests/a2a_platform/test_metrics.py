@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from datetime import timedelta
 
+import httpx
 import pytest
 from a2a.types import (
     Message,
@@ -24,7 +25,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_platform.celery import app as celery_app
-from a2a_platform.metrics import SEND_LATENCY
+from a2a_platform.metrics import SEND_LATENCY, start_sidecar_metrics_server
 from a2a_platform.queues import queue_names
 from agents.auth import Principal
 from push_app.models import Delivery, DeliveryAttempt, PushConfig
@@ -331,3 +332,23 @@ def test_with_a_token_scrapes_must_send_it_as_a_bearer_token(client, settings):
 def test_metrics_are_read_only(client):
     assert client.post("/metrics").status_code == 405
     assert client.head("/metrics").status_code == 200
+
+
+def test_the_sidecar_port_refuses_as_metrics_does(settings):
+    """The sidecar's metrics port answers like daphne's /metrics: closed (403, saying what to
+    set) without a token unless opened, 401 without the token once one is set."""
+    server = start_sidecar_metrics_server(f"127.0.0.1:{_free_port()}")
+    url = f"http://127.0.0.1:{server.server_port}/"
+    try:
+        settings.A2A_METRICS_TOKEN, settings.A2A_METRICS_OPEN = "", False
+        closed = httpx.get(url)
+        assert closed.status_code == 403 and "A2A_METRICS_TOKEN" in closed.text
+        settings.A2A_METRICS_OPEN = True
+        assert "a2a_send_latency_seconds" in httpx.get(url).text
+        settings.A2A_METRICS_TOKEN = "s3cret"
+        refused = httpx.get(url)
+        assert refused.status_code == 401 and refused.headers["WWW-Authenticate"]
+        assert httpx.get(url, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    finally:
+        server.shutdown()
+        server.server_close()
