@@ -122,8 +122,11 @@ def owned_tenants(user: User, tenants: list[Tenant]) -> list[Tenant]:
     return [t for t in tenants if t.pk in owned]
 
 
+MANAGING_ROLES = ("operator", Membership.Role.OWNER)
+
+
 def can_manage(user: User, tenant: Tenant) -> bool:
-    return role_in(user, tenant) in ("operator", Membership.Role.OWNER)
+    return role_in(user, tenant) in MANAGING_ROLES
 
 
 def require_manager(user: User, tenant: Tenant) -> None:

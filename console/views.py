@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import IntegrityError, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -23,8 +23,8 @@ from agents.services import api_key_create
 
 from .forms import AgentRegistrationForm, ApiKeyForm, pretty_json
 from .scoping import (
+    MANAGING_ROLES,
     agent_or_404,
-    can_manage,
     owned_tenants,
     require_manager,
     role_in,
@@ -155,8 +155,10 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
         ("HTTP+JSON v1.0", base.rstrip("/")),
         ("HTTP+JSON v0.3", base + "v1"),
     ]
-    keys = agent.tenant.api_keys.filter(revoked_at__isnull=True).order_by("-created_at")
-    keys = [k for k in keys if k.agent_id in (None, agent.pk)]
+    role = role_in(request.user, agent.tenant)
+    keys = agent.tenant.api_keys.filter(
+        Q(agent__isnull=True) | Q(agent=agent), revoked_at__isnull=True
+    ).order_by("-created_at")
     return render(
         request,
         "console/agent.html",
@@ -170,8 +172,8 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
             "card_json": pretty_json(agent_card_json(agent)),
             "keys": keys,
             "key_form": ApiKeyForm(),
-            "can_manage": can_manage(request.user, agent.tenant),
-            "role": role_in(request.user, agent.tenant),
+            "can_manage": role in MANAGING_ROLES,
+            "role": role,
             "new_secret": _new_secret(request, agent),
         },
     )
