@@ -151,15 +151,30 @@ else:
     # keeps those cheap. (A pool replaces persistent connections: CONN_MAX_AGE stays 0.)
     if env.bool("DATABASE_POOL", default=True):
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": _positive_int("DATABASE_POOL_MIN_SIZE", 1),
-            "max_size": _positive_int("DATABASE_POOL_MAX_SIZE", 10),
+            "min_size": _positive_int("DATABASE_POOL_MIN_SIZE", 2),
+            "max_size": _positive_int("DATABASE_POOL_MAX_SIZE", 20),
             "timeout": 20,
         }
     else:
         DATABASES["default"]["CONN_MAX_AGE"] = _positive_int(
             "DATABASE_CONN_MAX_AGE", 0, allow_zero=True
         )
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # A health check is a round trip on every checkout from the pool: off by default, as the
+    # pool drops a connection that broke while in use. On for persistent connections.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(
+        "DATABASE_HEALTH_CHECKS", default="pool" not in DATABASES["default"].get("OPTIONS", {})
+    )
+
+# ORM calls from async code (requests, streams, agent runs) run on this many threads per
+# process (a2a_platform.db); with a pool, it must leave connections for sync views.
+A2A_DB_THREADS = _positive_int("A2A_DB_THREADS", 8)
+_pool = DATABASES["default"].get("OPTIONS", {}).get("pool")
+if _pool and A2A_DB_THREADS > _pool["max_size"] - 2:
+    raise ImproperlyConfigured(
+        f"A2A_DB_THREADS ({A2A_DB_THREADS}) must be at most DATABASE_POOL_MAX_SIZE - 2 "
+        f"({_pool['max_size'] - 2}): each database thread may hold a pooled connection, and "
+        "synchronous views need some too."
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

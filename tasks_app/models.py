@@ -41,6 +41,9 @@ class Task(models.Model):
     # Set while a worker runs the executor; the worker renews the lease while alive.
     running_since = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Which worker process runs it (tasks_app.runtime): that worker renews the leases of all
+    # its runs in one UPDATE.
+    runner = models.CharField(max_length=120, blank=True)
     # The queued run's Celery id; cleared when a worker claims it, so a redelivered copy of the
     # same job finds nothing to do.
     job_id = models.CharField(max_length=64, blank=True)
@@ -65,6 +68,11 @@ class Task(models.Model):
             models.Index(
                 fields=["lease_expires_at"],
                 name="task_lease",
+                condition=models.Q(running_since__isnull=False),
+            ),
+            models.Index(
+                fields=["runner"],
+                name="task_runner",
                 condition=models.Q(running_since__isnull=False),
             ),
             models.Index(
