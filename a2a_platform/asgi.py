@@ -15,12 +15,85 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "a2a_platform.settings")
 
 django_asgi_app = get_asgi_application()
 
+from collections.abc import Awaitable, Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.exceptions import SuspiciousOperation  # noqa: E402
-from django.http import HttpResponseNotFound  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
+from django.http import HttpRequest, HttpResponseBase, HttpResponseNotFound  # noqa: E402
+from django.utils.module_loading import import_string  # noqa: E402
+
+# The middleware of the A2A protocol paths: of settings.MIDDLEWARE, those whose hooks only read
+# the request and set headers or redirect (no session, user, CSRF token or messages: the A2A
+# views authenticate API keys themselves and are CSRF-exempt).
+A2A_PATH_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+View = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+
+
+def _in_the_event_loop(middleware: Any, get_response: View) -> View:
+    """What MiddlewareMixin.__acall__ does, without its two thread hops: the hooks of
+    A2A_PATH_MIDDLEWARE do no I/O."""
+
+    async def layer(request: HttpRequest) -> HttpResponseBase:
+        response = None
+        if hasattr(middleware, "process_request"):
+            response = middleware.process_request(request)
+        response = response or await get_response(request)
+        if hasattr(middleware, "process_response"):
+            response = middleware.process_response(request, response)
+        return response
+
+    return layer
+
+
+class A2AProtocolHandler(ASGIHandler):
+    """Django's handler for the A2A endpoints under /a2a/<tenant>/<agent>/ (not the cards),
+    without a thread per request.
+
+    Django runs each request in its own asgiref ThreadSensitiveContext and each hook of its
+    middleware through a thread-sensitive `sync_to_async`: for an async view that is a thread
+    started per request, a dozen hops to it, and a join of that thread on the event loop when
+    the request ends. The A2A views are async and do their database work on the process's
+    database threads (a2a_platform.db), so here only A2A_PATH_MIDDLEWARE runs, in the event
+    loop; Django's request_started/finished signals still run, on asgiref's one sync thread.
+    """
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        handler: View = convert_exception_to_response(self._get_response_async)
+        for path in reversed(A2A_PATH_MIDDLEWARE):
+            middleware = import_string(path)(handler)
+            handler = convert_exception_to_response(_in_the_event_loop(middleware, handler))
+        self._middleware_chain = handler
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        await self.handle(scope, receive, send)
+
+
+class A2APaths:
+    """The A2A protocol paths to their own handler, everything else to Django's."""
+
+    def __init__(self, django_app: Any, a2a_app: Any) -> None:
+        self.django_app, self.a2a_app = django_app, a2a_app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if path.startswith("/a2a/") and "/.well-known/" not in path:
+            await self.a2a_app(scope, receive, send)
+        else:
+            await self.django_app(scope, receive, send)
 
 
 class StaticFiles(ASGIStaticFilesHandler):
@@ -36,4 +109,6 @@ class StaticFiles(ASGIStaticFilesHandler):
         return response
 
 
-application = ProtocolTypeRouter({"http": StaticFiles(django_asgi_app)})
+application = ProtocolTypeRouter(
+    {"http": StaticFiles(A2APaths(django_asgi_app, A2AProtocolHandler()))}
+)

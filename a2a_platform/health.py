@@ -8,10 +8,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
+
+from a2a_platform.db import db
 
 CHECK_TIMEOUT_SECONDS = 3.0
 
@@ -44,7 +45,8 @@ async def _channel_layer() -> None:
 
 
 CHECKS: dict[str, Callable[[], Awaitable[None]]] = {
-    "database": database_sync_to_async(_database),
+    # On the database threads the requests use: a pool too busy to answer in time is not ready.
+    "database": db(_database),
     "broker": sync_to_async(_broker, thread_sensitive=False),
     "channel_layer": _channel_layer,
 }

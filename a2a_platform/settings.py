@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("A2A_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -258,24 +259,60 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Three queues, each with its own workers (`manage.py celeryworker agents|push|maintenance`),
+# so a busy agent pool never delays a webhook or the reaper.
+CELERY_TASK_QUEUES = [Queue("agents"), Queue("push"), Queue("maintenance")]
+CELERY_TASK_DEFAULT_QUEUE = "maintenance"
+CELERY_TASK_ROUTES = {
+    "tasks_app.tasks.run_agent_task": {"queue": "agents"},
+    "push_app.tasks.push_deliver_task": {"queue": "push"},
+    "tasks_app.tasks.reap_stuck_tasks_task": {"queue": "maintenance"},
+    "push_app.tasks.push_dispatch_due_task": {"queue": "maintenance"},
+}
+
+# --- The agent runtime (tasks_app.runtime): one event loop per worker process ---
+# Agent runs in flight at once in one `agents` worker process (its thread pool's size; the
+# broker prefetches as many).
+A2A_WORKER_MAX_RUNS = _positive_int("A2A_WORKER_MAX_RUNS", 100)
+# On SIGTERM, in-flight runs get this long to finish; then their claims go back to the queue.
+A2A_WORKER_GRACE_SECONDS = _positive_float("A2A_WORKER_GRACE_SECONDS", 20.0)
+# Threads of a push worker process (each delivery is one blocking HTTP request).
+A2A_PUSH_WORKER_CONCURRENCY = _positive_int("A2A_PUSH_WORKER_CONCURRENCY", 8)
 
 # --- A2A behaviour ---
 A2A_BLOCKING_TIMEOUT_SECONDS = _positive_float("A2A_BLOCKING_TIMEOUT_SECONDS", 60.0)
 A2A_CANCEL_TIMEOUT_SECONDS = _positive_float("A2A_CANCEL_TIMEOUT_SECONDS", 10.0)
-A2A_TASK_LEASE_SECONDS = _positive_float("A2A_TASK_LEASE_SECONDS", 120.0)
-A2A_REAPER_INTERVAL_SECONDS = _positive_float("A2A_REAPER_INTERVAL_SECONDS", 30.0)
+# A worker renews the leases of all its runs every heartbeat (one UPDATE); a run whose lease
+# lapsed (its worker died) is failed by the reaper: with the defaults within about 15 s.
+A2A_TASK_LEASE_SECONDS = _positive_float("A2A_TASK_LEASE_SECONDS", 10.0)
+A2A_WORKER_HEARTBEAT_SECONDS = _positive_float(
+    "A2A_WORKER_HEARTBEAT_SECONDS", A2A_TASK_LEASE_SECONDS / 5
+)
+if A2A_WORKER_HEARTBEAT_SECONDS > A2A_TASK_LEASE_SECONDS / 3:
+    raise ImproperlyConfigured(
+        "A2A_WORKER_HEARTBEAT_SECONDS must be at most a third of A2A_TASK_LEASE_SECONDS, so a "
+        "live worker renews a lease at least twice before it lapses."
+    )
+A2A_REAPER_INTERVAL_SECONDS = _positive_float("A2A_REAPER_INTERVAL_SECONDS", 5.0)
 # A run no worker claimed for this long is queued again (the broker may have lost it).
 A2A_REQUEUE_AFTER_SECONDS = _positive_float("A2A_REQUEUE_AFTER_SECONDS", 300.0)
 A2A_POLL_INTERVAL_SECONDS = _positive_float("A2A_POLL_INTERVAL_SECONDS", 0.2)
 # SSE comment lines on idle streams, so proxies do not cut them.
 A2A_SSE_KEEPALIVE_SECONDS = _positive_float("A2A_SSE_KEEPALIVE_SECONDS", 15.0)
-if A2A_TASK_LEASE_SECONDS < 3 * A2A_POLL_INTERVAL_SECONDS:
+if A2A_TASK_LEASE_SECONDS < 1:
     raise ImproperlyConfigured(
-        "A2A_TASK_LEASE_SECONDS must be at least three times A2A_POLL_INTERVAL_SECONDS, "
-        "or live runs would lose their lease between two renewals."
+        "A2A_TASK_LEASE_SECONDS must be at least 1: a shorter lease lapses on a busy machine "
+        "while its worker is alive."
     )
 A2A_MAX_REQUEST_BYTES = _positive_int("A2A_MAX_REQUEST_BYTES", 10 * 1024 * 1024)
 A2A_MAX_BATCH_REQUESTS = _positive_int("A2A_MAX_BATCH_REQUESTS", 50)
+# How long a process may use the agent and API-key rows it read (agents.cache): a revoked key
+# or a deactivated agent or tenant stops working in every process within this time. 0: no cache.
+try:
+    _auth_cache_off = float(env.str("A2A_AUTH_CACHE_SECONDS", default="1")) == 0
+except ValueError:
+    _auth_cache_off = False  # not a number: _positive_float names the setting
+A2A_AUTH_CACHE_SECONDS = 0.0 if _auth_cache_off else _positive_float("A2A_AUTH_CACHE_SECONDS", 1.0)
 # Dotted paths of AgentExecutor classes tenants may pick for the `python` executor kind.
 A2A_PYTHON_EXECUTORS = env.list("A2A_PYTHON_EXECUTORS", default=[])
 DATA_UPLOAD_MAX_MEMORY_SIZE = A2A_MAX_REQUEST_BYTES

@@ -6,14 +6,21 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.utils import timezone
 
+from a2a_platform.db import db
+
+from . import cache
 from .errors import AuthenticationRequired
 from .models import Agent, ApiKey
 
 KEY_PREFIX = "a2a"
 ANONYMOUS_OWNER = "anonymous"
+# A key's last_used_at is written at most this often, so hot keys don't turn every read into
+# a write.
+LAST_USED_EVERY_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,61 @@ def credentials_from_headers(headers: dict[str, str]) -> str | None:
 
 
 def authenticate(*, agent: Agent, raw_key: str | None, require_key: bool = False) -> Principal:
-    """Resolve the caller of `agent`. Raises AuthenticationRequired (HTTP 401)."""
+    """Resolve the caller of `agent`, reading the key's row now (uncached). Raises
+    AuthenticationRequired (HTTP 401)."""
+    prefix = key_prefix(raw_key)
+    key = cache.key_read(prefix) if prefix else None
+    principal = principal_for(agent=agent, raw_key=raw_key, key=key, require_key=require_key)
+    if key is not None:
+        now = timezone.now()
+        if cache.key_touch_due(key, now, LAST_USED_EVERY_SECONDS):
+            key_touch(key_pk=key.pk, now=now)
+    return principal
+
+
+async def caller_resolve(
+    *, tenant_slug: str, agent_slug: str, raw_key: str | None
+) -> tuple[Agent, Principal]:
+    """The active agent at this URL and its caller, as the request paths need them: from this
+    process's cache (agents.cache) when its entries are fresh, else read in one database hop.
+    The secret is checked against the key's digest on every call. Raises AgentNotFound and
+    AuthenticationRequired."""
+    prefix = key_prefix(raw_key)
+    agent = cache.agent_cached(tenant_slug=tenant_slug, agent_slug=agent_slug)
+    key = cache.key_cached(prefix) if prefix else None
+    if agent is None or (prefix and key is None):
+        agent, key = await db(_caller_rows)(tenant_slug, agent_slug, prefix, agent)
+    principal = principal_for(agent=agent, raw_key=raw_key, key=key)
+    if key is not None:
+        now = timezone.now()
+        if cache.key_touch_due(key, now, LAST_USED_EVERY_SECONDS):
+            await db(key_touch)(key_pk=key.pk, now=now)
+    return agent, principal
+
+
+def _caller_rows(
+    tenant_slug: str, agent_slug: str, prefix: str | None, agent: Agent | None
+) -> tuple[Agent, cache.KeyRow | None]:
+    if agent is None:
+        agent = cache.agent_load(tenant_slug=tenant_slug, agent_slug=agent_slug)
+    return agent, cache.key_load(prefix) if prefix else None
+
+
+def key_prefix(raw_key: str | None) -> str | None:
+    """The public prefix of a key in this platform's format (`a2a_<prefix>_<secret>`)."""
+    if raw_key is None:
+        return None
+    parts = raw_key.split("_")
+    if len(parts) < 3 or parts[0] != KEY_PREFIX:
+        return None
+    return parts[1]
+
+
+def principal_for(
+    *, agent: Agent, raw_key: str | None, key: cache.KeyRow | None, require_key: bool = False
+) -> Principal:
+    """The caller of `agent`, given the row of the key it sent (if any row has that key's
+    prefix). No database access: the secret is compared with the row's digest here."""
     if raw_key is None:
         if require_key:
             raise AuthenticationRequired("This operation requires an API key.")
@@ -62,32 +123,17 @@ def authenticate(*, agent: Agent, raw_key: str | None, require_key: bool = False
             )
         shared = agent.anonymous_scope == Agent.AnonymousScope.SHARED
         return Principal(owner=ANONYMOUS_OWNER, is_anonymous=True, can_list=shared)
-
-    key = _key_for(agent=agent, raw_key=raw_key)
-    if key is None:
+    if (
+        key is None
+        or key.tenant_id != agent.tenant_id
+        or (key.agent_id is not None and key.agent_id != agent.pk)
+        or not hmac.compare_digest(key.secret_hash, hash_secret(raw_key))
+    ):
         raise AuthenticationRequired("The API key is not valid for this agent.")
-    now = timezone.now()
-    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
-        # At most one write a minute per key, so hot keys don't turn every read into a write.
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
     return Principal(
-        owner=f"key:{key.principal}",
-        is_tenant_admin=key.is_tenant_admin,
-        api_key_id=key.pk,
+        owner=f"key:{key.principal}", is_tenant_admin=key.is_tenant_admin, api_key_id=key.pk
     )
 
 
-def _key_for(*, agent: Agent, raw_key: str) -> ApiKey | None:
-    parts = raw_key.split("_")
-    if len(parts) < 3 or parts[0] != KEY_PREFIX:
-        return None
-    key = (
-        ApiKey.objects.filter(prefix=parts[1], tenant_id=agent.tenant_id, revoked_at__isnull=True)
-        .only("id", "secret_hash", "principal", "scopes", "agent_id", "last_used_at")
-        .first()
-    )
-    if key is None or not hmac.compare_digest(key.secret_hash, hash_secret(raw_key)):
-        return None
-    if key.agent_id is not None and key.agent_id != agent.pk:
-        return None
-    return key
+def key_touch(*, key_pk: int, now: datetime) -> None:
+    ApiKey.objects.filter(pk=key_pk).update(last_used_at=now)

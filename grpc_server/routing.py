@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from agents.auth import Principal, authenticate, credentials_from_headers
+from a2a_platform.db import db
+from agents.auth import Principal, caller_resolve, credentials_from_headers
 from agents.errors import AuthenticationRequired
 from agents.models import Agent
-from agents.selectors import agent_get_active
 from tasks_app.errors import InvalidParamsError, task_not_found
 from tasks_app.selectors import task_agent_path
 
@@ -33,19 +33,18 @@ class Route:
 SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")
 
 
-def _agent(path: str, source: str) -> Agent:
+def _agent_path(path: str, source: str) -> tuple[str, str]:
     tenant_slug, sep, agent_slug = path.partition("/")
     if not (sep and SLUG.fullmatch(tenant_slug) and SLUG.fullmatch(agent_slug)):
         raise InvalidParamsError(
             f"{source} {path[:100]!r} is not an agent: it must be '<tenant-slug>/<agent-slug>'."
         )
-    return agent_get_active(tenant_slug=tenant_slug, agent_slug=agent_slug)
+    return tenant_slug, agent_slug
 
 
-def route_call(*, metadata: dict[str, str], tenant: str = "", task_id: str = "") -> Route:
-    """The agent and principal of a call. Sync: the servicers run it through Channels'
-    `database_sync_to_async`, which closes stale connections around it as Django's request
-    cycle does."""
+async def route_call(*, metadata: dict[str, str], tenant: str = "", task_id: str = "") -> Route:
+    """The agent and principal of a call: from the process's cache of agents and keys when
+    fresh (agents.auth.caller_resolve), so a call on a named agent needs no database hop."""
     named = metadata.get(AGENT_METADATA, "").strip()
     if tenant and named and tenant != named:
         raise InvalidParamsError(
@@ -54,18 +53,18 @@ def route_call(*, metadata: dict[str, str], tenant: str = "", task_id: str = "")
         )
     by_task = False
     if tenant:
-        agent = _agent(tenant, "'tenant'")
+        path = _agent_path(tenant, "'tenant'")
     elif named:
-        agent = _agent(named, f"{AGENT_METADATA} metadata")
+        path = _agent_path(named, f"{AGENT_METADATA} metadata")
     elif task_id:
         # On a task, the task decides; an unknown one is not found whatever the default agent
         # would say about the caller, so the answer does not tell which tasks exist.
-        path = task_agent_path(task_id=task_id)
-        if path is None:
+        found = await db(task_agent_path)(task_id=task_id)
+        if found is None:
             raise task_not_found(task_id)
-        agent, by_task = _agent(path, "the task's agent"), True
+        path, by_task = _agent_path(found, "the task's agent"), True
     elif settings.A2A_GRPC_DEFAULT_AGENT:
-        agent = _agent(settings.A2A_GRPC_DEFAULT_AGENT, "A2A_GRPC_DEFAULT_AGENT")
+        path = _agent_path(settings.A2A_GRPC_DEFAULT_AGENT, "A2A_GRPC_DEFAULT_AGENT")
     else:
         raise InvalidParamsError(
             "This call names no agent and the server has no default one: set the request's "
@@ -73,7 +72,9 @@ def route_call(*, metadata: dict[str, str], tenant: str = "", task_id: str = "")
             f"or send '{AGENT_METADATA}: <tenant>/<agent>' metadata (v0.3)."
         )
     try:
-        principal = authenticate(agent=agent, raw_key=credentials_from_headers(metadata))
+        agent, principal = await caller_resolve(
+            tenant_slug=path[0], agent_slug=path[1], raw_key=credentials_from_headers(metadata)
+        )
     except AuthenticationRequired:
         if by_task:
             # The caller did not name this agent: that the task exists is not theirs to learn.

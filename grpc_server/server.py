@@ -1,8 +1,8 @@
 """The gRPC sidecar's server: both A2A services, health and reflection, TLS, graceful stop.
 
 An asyncio server (grpc.aio): the A2A operations are coroutines already, and no call waits for
-a free pool worker. Each call gets its own thread for its database work (servicers.py), as
-daphne gives each request; docs/benchmarks.md has the measurements behind the choice.
+a free pool worker. Their database work runs on the process's bounded pool of database threads
+(a2a_platform.db), shared by all calls; docs/benchmarks.md has the measurements behind the choice.
 """
 
 from __future__ import annotations

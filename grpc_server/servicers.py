@@ -23,8 +23,6 @@ from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 from a2a.utils.errors import A2A_ERROR_REASONS
-from asgiref.sync import ThreadSensitiveContext
-from channels.db import database_sync_to_async
 from google.protobuf import any_pb2, empty_pb2
 from google.protobuf.json_format import MessageToDict, SerializeToJsonError
 from google.protobuf.message import Message
@@ -130,9 +128,7 @@ class _Service:
                 f"a2a-version {version[:20]} is not what this service speaks ({self.dialect}): "
                 f"{V10_SERVICE} speaks 1.0, {V03_SERVICE} speaks 0.3."
             )
-        route = await database_sync_to_async(route_call)(
-            metadata=metadata, tenant=tenant, task_id=task_id
-        )
+        route = await route_call(metadata=metadata, tenant=tenant, task_id=task_id)
         extensions = requested_extensions(*(v for k, v in pairs if k in EXTENSION_KEYS))
         return Caller(
             agent=route.agent,
@@ -143,10 +139,7 @@ class _Service:
 
     async def unary(self, context: Context, call: Callable[[], Awaitable[R]]) -> R:
         try:
-            # Each call gets its own thread for its database work, as Django gives each HTTP
-            # request; without this every call in the process queues on one shared thread.
-            async with ThreadSensitiveContext():
-                return await call()
+            return await call()
         except Exception as exc:  # every error is answered as a status, never UNKNOWN
             status = _status_of(exc, self.dialect)
             await context.abort(status.code, status.details, status.trailing_metadata)
@@ -156,11 +149,13 @@ class _Service:
         self, context: Context, open_stream: Callable[[], Awaitable[Stream]], render: Callable
     ) -> AsyncIterator[Any]:
         try:
-            async with ThreadSensitiveContext():
-                async with contextlib.aclosing(await open_stream()) as items:
-                    async for item in items:
-                        if item is not None:  # None is a keep-alive: gRPC has its own pings
-                            yield render(item)
+            async with contextlib.aclosing(await open_stream()) as items:
+                async for item in items:
+                    if item is None:  # a keep-alive: gRPC has its own pings
+                        continue
+                    rendered = render(item)  # one response, or several for one event
+                    for response in rendered if isinstance(rendered, list) else [rendered]:
+                        yield response
         except Exception as exc:
             status = _status_of(exc, self.dialect)
             await context.abort(status.code, status.details, status.trailing_metadata)
@@ -336,7 +331,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
             caller = await self.caller(context, request, task_id=core.message.task_id)
             return await send_message_stream(caller, core)
 
-        async for response in self.stream(context, open_stream, _v03_event):
+        async for response in self.stream(context, open_stream, _v03_renderer()):
             yield response
 
     async def GetTask(self, request: pb03.GetTaskRequest, context: Context) -> Any:
@@ -365,7 +360,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
                 await self.caller(context, request, task_id=task_id), task_id
             )
 
-        async for response in self.stream(context, open_stream, _v03_event):
+        async for response in self.stream(context, open_stream, _v03_renderer()):
             yield response
 
     async def GetAgentCard(self, request: pb03.GetAgentCardRequest, context: Context) -> Any:
@@ -429,5 +424,10 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         return await self.unary(context, call)
 
 
-def _v03_event(item: Any) -> pb03.StreamResponse:
-    return dialects.v03pb_event(item.response, final=item.final)
+def _v03_renderer() -> Callable[[Any], list[pb03.StreamResponse]]:
+    events = dialects.V03StreamEvents()  # one per stream: see there how a v0.3 stream ends
+
+    def render(item: Any) -> list[pb03.StreamResponse]:
+        return [proto03.ToProto.stream_response(e) for e in events(item.response, final=item.final)]
+
+    return render

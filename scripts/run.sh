@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: the whole platform on the embedded profile: daphne, a Celery worker and beat, and
-# the gRPC sidecar.
+# `make run`: the whole platform on the embedded profile: daphne, Celery workers (agents, push,
+# maintenance) and beat, and the gRPC sidecar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export A2A_VAR_DIR="${A2A_VAR_DIR:-$PWD/var}"
@@ -33,7 +33,11 @@ cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 .venv/bin/daphne -b 127.0.0.1 -p "$PORT" a2a_platform.asgi:application & pids+=($!)
 $PY manage.py rungrpc & pids+=($!)
-.venv/bin/celery -A a2a_platform worker --loglevel=INFO --concurrency=2 & pids+=($!)
+# One worker per queue: agent runs (many at once on one event loop), push deliveries, and
+# maintenance (the reaper and the push dispatcher).
+for role in agents push maintenance; do
+  $PY manage.py celeryworker "$role" --loglevel=INFO -n "$role@%h" & pids+=($!)
+done
 .venv/bin/celery -A a2a_platform beat --loglevel=INFO \
   --schedule "$A2A_VAR_DIR/celerybeat-schedule" & pids+=($!)
 # Stop everything as soon as any one process exits.

@@ -31,10 +31,10 @@ from a2a.types import Artifact as ArtifactProto
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
 from a2a.utils.constants import TransportProtocol
-from channels.db import database_sync_to_async
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 
+from a2a_platform.db import db
 from agents.cards import agent_card_build
 
 from .dialects import V0_1, v03_dump
@@ -570,7 +570,7 @@ async def v01_cancel(call: Caller, params: dict[str, Any]) -> Any:
 
 
 async def v01_get_card(call: Caller, params: dict[str, Any]) -> Any:
-    return v01_card_json(await database_sync_to_async(agent_card_build)(call.agent))
+    return v01_card_json(await db(agent_card_build)(call.agent))
 
 
 async def v01_push_set(call: Caller, params: dict[str, Any]) -> Any:

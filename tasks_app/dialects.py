@@ -19,7 +19,11 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
+    StreamResponse,
     TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
 )
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
@@ -236,6 +240,43 @@ def v03_event(response: Any, *, final: bool) -> Any:
 
 def v03pb_event(response: Any, *, final: bool) -> pb03.StreamResponse:
     return proto03.ToProto.stream_response(v03_event(response, final=final))
+
+
+class V03StreamEvents:
+    """One v0.3 stream's events, from its v1.0 StreamResponses in order. A v0.3 stream that
+    follows a task ends with a status update marked `final` (v0.3 clients wait for it), so:
+
+    - a stream that ends on a task snapshot (the task had already ended, or stopped for input,
+      when the stream opened) gets a final status update with the task's status after it;
+    - an agent that answers a task's stream with a Message (v1.0 sends the Task, then the
+      Message) completes the task with that message: v0.3 has no Message after a Task, and
+      clients of the v0.3 SDK refuse one, so it goes as the final status update (completed,
+      carrying the message), as v0.1 renders it. A stream that is one Message stays one.
+
+    One instance per stream; it returns the events (v0.3 models) for one response."""
+
+    def __init__(self) -> None:
+        self.task: tuple[str, str] | None = None  # (id, context id) once a task went out
+
+    def __call__(self, response: Any, *, final: bool) -> list[Any]:
+        payload = response.WhichOneof("payload")
+        if payload == "message" and self.task is not None:
+            task_id, context_id = self.task
+            message = response.message
+            done = TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=message)
+            return [self._status(message.task_id or task_id, context_id, done)]
+        if payload == "task":
+            self.task = (response.task.id, response.task.context_id)
+        events = [v03_event(response, final=final)]
+        if final and payload == "task":
+            task = response.task
+            events.append(self._status(task.id, task.context_id, task.status))
+        return events
+
+    @staticmethod
+    def _status(task_id: str, context_id: str, status: TaskStatus) -> Any:
+        update = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id, status=status)
+        return v03_event(StreamResponse(status_update=update), final=True)
 
 
 def v03pb_card(card: AgentCard) -> pb03.AgentCard:

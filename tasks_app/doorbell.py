@@ -38,6 +38,24 @@ def ring(task_id: uuid.UUID | str, seq: int) -> None:
         logger.warning("Doorbell for task %s failed", task_id, exc_info=True)
 
 
+def runner_group(runner: str) -> str:
+    """The group a worker process listens on for cancel requests of the runs it holds."""
+    return f"runner.{runner}"
+
+
+def ring_runner(runner: str, task_id: uuid.UUID | str) -> None:
+    """Tell worker `runner` that the task it runs is to be canceled."""
+    layer = _shared_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(
+            runner_group(runner), {"type": "task.cancel", "task": str(task_id)}
+        )
+    except Exception:  # the worker's heartbeat finds the cancel request in the database
+        logger.warning("Cancel doorbell for task %s failed", task_id, exc_info=True)
+
+
 class Doorbell:
     """A waiter's subscription to one task's doorbell.
 

@@ -1,8 +1,9 @@
-"""The worker side of a task run: an `a2a-sdk` AgentExecutor driven by a durable event queue.
+"""One agent run: an `a2a-sdk` AgentExecutor driven by a durable event queue.
 
 Any executor written for the official SDK runs unchanged: it gets a RequestContext and an
 EventQueue, and every event it enqueues is persisted (TaskEvent row, task updated) before
-`enqueue_event` returns.
+`enqueue_event` returns. Runs are hosted by the worker's runtime (tasks_app.runtime), many at
+once on one event loop; every ORM call goes to the process's database threads.
 """
 
 from __future__ import annotations
@@ -17,22 +18,16 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.types import Message as MessageProto
 from a2a.types import SendMessageConfiguration, SendMessageRequest, TaskState
-from channels.db import database_sync_to_async
 from django.conf import settings
 from google.protobuf.json_format import ParseDict
 
+from a2a_platform.db import db
 from agents.executors import executor_build
 
 from .errors import A2AError
 from .models import INTERRUPTED_STATES, TERMINAL_STATES, Task
 from .selectors import task_to_proto
-from .services import (
-    task_claim,
-    task_end,
-    task_event_record,
-    task_lease_renew,
-    task_release,
-)
+from .services import task_end, task_event_record
 
 logger = logging.getLogger(__name__)
 
@@ -44,31 +39,28 @@ class PlatformEventQueue(EventQueue):
         self.task_id = task_id
 
     async def enqueue_event(self, event: Event) -> None:
-        await database_sync_to_async(task_event_record)(task_id=self.task_id, event=event)
+        await db(task_event_record)(task_id=self.task_id, event=event)
 
 
-def task_run(
-    *,
-    task_id: uuid.UUID,
-    job_id: str,
-    position: int,
-    configuration: dict[str, Any],
-    extensions: list[str] | None = None,
-) -> str:
-    """Run the agent for the message at `position`. Returns how the claim went."""
-    claim = task_claim(task_id=task_id, job_id=job_id)
-    if claim != "claimed":
-        return claim
-    try:
-        asyncio.run(_run(task_id, position, configuration, extensions or []))
-    except Exception as exc:
-        # Whatever broke outside the executor (the database, the platform), the task must not
-        # be left working with no run behind it.
-        logger.exception("Run of task %s failed", task_id)
-        _fail(task_id, f"The platform could not run the agent ({type(exc).__name__}: {exc}).")
-    finally:
-        task_release(task_id=task_id)
-    return claim
+class Stop:
+    """Why the runtime asks a run to stop early: the caller canceled the task, or the worker
+    is shutting down and hands the run back to the queue."""
+
+    CANCEL = "cancel"
+    HANDBACK = "handback"
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.event = asyncio.Event()
+
+    def request(self, reason: str) -> None:
+        if self.reason is None:  # a cancel is not turned into a hand-back, nor the reverse
+            self.reason = reason
+            self.event.set()
+
+
+class HandedBack(Exception):
+    """The run was stopped unfinished for another worker to take over."""
 
 
 def _fail(task_id: uuid.UUID, reason: str) -> None:
@@ -81,12 +73,24 @@ def _load(task_id: uuid.UUID, position: int) -> tuple[Task, MessageProto, Any]:
     return task, message, task_to_proto(task)
 
 
-async def _run(
-    task_id: uuid.UUID, position: int, configuration: dict[str, Any], extensions: list[str]
+def _state(task_id: uuid.UUID) -> str:
+    return Task.objects.values_list("state", flat=True).get(pk=task_id)
+
+
+async def run(
+    task_id: uuid.UUID,
+    position: int,
+    configuration: dict[str, Any],
+    extensions: list[str],
+    stop: Stop,
 ) -> None:
-    task, message, current = await database_sync_to_async(_load)(task_id, position)
+    """Run the agent on the message at `position` of a task this worker has claimed.
+
+    Raises HandedBack when `stop` asks for a hand-back before the executor finished.
+    """
+    task, message, current = await db(_load)(task_id, position)
     agent = task.agent
-    fail = database_sync_to_async(_fail)
+    fail = db(_fail)
     try:
         executor = executor_build(kind=agent.executor_kind, config=agent.executor_config)
     except Exception as exc:
@@ -108,14 +112,25 @@ async def _run(
         task=current,
     )
     queue = PlatformEventQueue(task_id)
-    run = asyncio.ensure_future(executor.execute(context, queue))
-    if await _supervise(task_id, run) == "cancel":
-        await _cancel(task_id, run, executor, context, queue)
-        return
-    if run.cancelled():
+    execution = asyncio.ensure_future(executor.execute(context, queue))
+    stopping = asyncio.ensure_future(stop.event.wait())
+    try:
+        await asyncio.wait({execution, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not execution.done() and stop.reason is None:  # the run itself was cancelled
+            execution.cancel()
+    if not execution.done():
+        if stop.reason == Stop.CANCEL:
+            await _cancel(task_id, execution, executor, context, queue)
+            return
+        execution.cancel()
+        await asyncio.gather(execution, return_exceptions=True)
+        raise HandedBack()
+    if execution.cancelled():
         await fail(task_id, "The agent's executor was cancelled by itself.")
         return
-    error = run.exception()
+    error = execution.exception()
     if error is not None:
         reason = (
             error.message if isinstance(error, A2AError) else f"{type(error).__name__}: {error}"
@@ -123,33 +138,20 @@ async def _run(
         logger.warning("Agent %s failed on task %s: %s", agent, task_id, reason)
         await fail(task_id, f"The agent failed: {reason}")
         return
-    state = await database_sync_to_async(
-        lambda: Task.objects.values_list("state", flat=True).get(pk=task_id)
-    )()
+    state = await db(_state)(task_id)
     if state not in TERMINAL_STATES and state not in INTERRUPTED_STATES:
         await fail(task_id, f"The agent's executor returned while the task was still {state}.")
 
 
-async def _supervise(task_id: uuid.UUID, run: asyncio.Future[None]) -> str:
-    """Wait for the run, renewing its lease and watching for a cancel request."""
-    poll = settings.A2A_POLL_INTERVAL_SECONDS
-    while True:
-        done, _ = await asyncio.wait({run}, timeout=poll)
-        if done:
-            return "done"
-        if await database_sync_to_async(task_lease_renew)(task_id=task_id):
-            return "cancel"
-
-
 async def _cancel(
     task_id: uuid.UUID,
-    run: asyncio.Future[None],
+    execution: asyncio.Future[None],
     executor: AgentExecutor,
     context: RequestContext,
     queue: EventQueue,
 ) -> None:
-    run.cancel()
-    await asyncio.gather(run, return_exceptions=True)
+    execution.cancel()
+    await asyncio.gather(execution, return_exceptions=True)
     try:
         await asyncio.wait_for(
             executor.cancel(context, queue), timeout=settings.A2A_CANCEL_TIMEOUT_SECONDS

@@ -25,16 +25,15 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 from a2a.types import Task as TaskProto
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from google.protobuf.json_format import MessageToDict
 
-from agents.auth import authenticate, credentials_from_headers
+from a2a_platform.db import db
+from agents.auth import caller_resolve, credentials_from_headers
 from agents.errors import AgentNotFound, AuthenticationRequired
-from agents.selectors import agent_get_active
 
 from . import dialect_v01, dialects
 from .dialects import V0_1, V0_3, V1_0, conversions, v03
@@ -191,13 +190,13 @@ async def v03_extended_card(call: Caller, params: dict[str, Any]) -> Any:
 async def v03_stream(call: Caller, params: dict[str, Any]) -> SseStream:
     request = dialects.v03_request(v03.SendStreamingMessageRequest, "message/stream", params)
     core = dialects.v03_convert("message/stream", conversions.to_core_send_message_request, request)
-    return SseStream(await send_message_stream(call, core), _v03_event)
+    return SseStream(await send_message_stream(call, core), _v03_renderer())
 
 
 async def v03_resubscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     request = dialects.v03_request(v03.TaskResubscriptionRequest, "tasks/resubscribe", params)
     return SseStream(
-        await subscribe_to_task(call, request.params.id, call.last_event_id), _v03_event
+        await subscribe_to_task(call, request.params.id, call.last_event_id), _v03_renderer()
     )
 
 
@@ -238,8 +237,13 @@ async def v03_push_delete(call: Caller, params: dict[str, Any]) -> Any:
     return None
 
 
-def _v03_event(item: StreamItem) -> Any:
-    return dialects.v03_dump(dialects.v03_event(item.response, final=item.final))
+def _v03_renderer() -> Callable[[StreamItem], Any]:
+    events = dialects.V03StreamEvents()  # one per stream: it remembers what went out
+
+    def render(item: StreamItem) -> Any:
+        return [dialects.v03_dump(e) for e in events(item.response, final=item.final)]
+
+    return render
 
 
 # --- v0.1 (the non-streaming methods live in dialect_v01) -------------------------------
@@ -258,7 +262,7 @@ async def v01_resubscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     task_id = dialect_v01.v01_task_id(params)
     stream = await subscribe_to_task(call, task_id, call.last_event_id)
     # A replay sends no snapshot, so v0.1's artifact numbers continue from the task's own.
-    known = await database_sync_to_async(task_artifact_ids)(task_id=task_id)
+    known = await db(task_artifact_ids)(task_id=task_id)
     return SseStream(stream, _v01_renderer(known))
 
 
@@ -482,12 +486,21 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         )
         response["Allow"] = "POST"
         return response
+    # The agent and its caller, from this process's cache when fresh (agents.cache). A refused
+    # caller is answered after the request's own checks below, as it always was.
+    refused: AuthenticationRequired | None = None
     try:
-        agent = await database_sync_to_async(agent_get_active)(
-            tenant_slug=tenant_slug, agent_slug=agent_slug
+        raw_key = credentials_from_headers({k.lower(): v for k, v in request.headers.items()})
+    except AuthenticationRequired as exc:
+        raw_key, refused = None, exc
+    try:
+        agent, principal = await caller_resolve(
+            tenant_slug=tenant_slug, agent_slug=agent_slug, raw_key=raw_key
         )
     except AgentNotFound as exc:
         return JsonResponse({"error": "agent_not_found", "message": exc.message}, status=404)
+    except AuthenticationRequired as exc:
+        refused = refused or exc
 
     content_type = request.content_type or ""
     if content_type and content_type != "application/json" and not content_type.endswith("+json"):
@@ -518,13 +531,8 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         )
     except A2AError as exc:
         return _jsonrpc_error_response(exc, single_id)
-    try:
-        principal = await database_sync_to_async(authenticate)(
-            agent=agent,
-            raw_key=credentials_from_headers({k.lower(): v for k, v in request.headers.items()}),
-        )
-    except AuthenticationRequired as exc:
-        return _unauthorized(exc.message, single_id)
+    if refused is not None:
+        return _unauthorized(refused.message, single_id)
     call = Caller(
         agent=agent,
         principal=principal,

@@ -25,8 +25,13 @@ STATE_CHOICES = [(name, name) for name in TaskState.keys() if name != "TASK_STAT
 
 class Task(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey("agents.Tenant", on_delete=models.CASCADE, related_name="+")
-    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="tasks")
+    # No single-column indexes on the keys: the composite indexes below start with them.
+    tenant = models.ForeignKey(
+        "agents.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="tasks", db_index=False
+    )
     context_id = models.CharField(max_length=200)
     owner = models.CharField(max_length=220)
     state = models.CharField(max_length=32, choices=STATE_CHOICES)
@@ -55,16 +60,29 @@ class Task(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        # ListTasks: one index per filter combination, each in the keyset order, so a page is
+        # an index range read from the cursor on (docs/decisions.md, "Listing tasks at scale").
         indexes = [
             models.Index(
                 fields=["agent", "owner", "-status_timestamp", "-id"], name="task_list_by_owner"
             ),
             models.Index(fields=["agent", "-status_timestamp", "-id"], name="task_list_by_agent"),
+            models.Index(
+                fields=["agent", "owner", "state", "-status_timestamp", "-id"],
+                name="task_list_by_owner_state",
+            ),
+            models.Index(
+                fields=["agent", "state", "-status_timestamp", "-id"], name="task_list_by_state"
+            ),
+            # A context is one conversation: an owner's list of it filters this index's range.
+            models.Index(
+                fields=["agent", "context_id", "-status_timestamp", "-id"],
+                name="task_list_by_context",
+            ),
             # The console's task list, across a tenant's agents (and for operators, all).
             models.Index(fields=["tenant", "-status_timestamp", "-id"], name="task_list_by_tenant"),
             # The console's charts: tasks created in a time range.
             models.Index(fields=["tenant", "created_at"], name="task_created_by_tenant"),
-            models.Index(fields=["agent", "context_id"], name="task_by_context"),
             models.Index(
                 fields=["lease_expires_at"],
                 name="task_lease",
@@ -88,6 +106,39 @@ class Task(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+
+# Counts of one (agent, owner, state) are spread over this many rows, so concurrent changes
+# of one owner's tasks seldom wait for each other's row lock.
+TASK_COUNT_SHARDS = 8
+
+
+class TaskCount(models.Model):
+    """How many of an agent's tasks an owner has in a state: ListTasks' totalSize without
+    counting tasks. The services change it in the transaction that creates a task or changes
+    its state (`services._task_counts_move`). Only the sum over the shards means anything:
+    a shard is chosen by task id, but counts that existed before counting began all sit in
+    shard 0, so one shard may be negative."""
+
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    owner = models.CharField(max_length=220)
+    state = models.CharField(max_length=32, choices=STATE_CHOICES)
+    shard = models.PositiveSmallIntegerField()
+    n = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # The upsert's conflict target; its index also serves the sums (agent, owner,
+            # state prefixes) and the cascade from the agent.
+            models.UniqueConstraint(
+                fields=["agent", "owner", "state", "shard"], name="task_count_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner} {self.state} [{self.shard}]: {self.n}"
 
 
 class Message(models.Model):

@@ -2,14 +2,16 @@
 
 JSON-RPC today, REST and gRPC later, all call these, so a behaviour (how long a blocking send
 waits, what a cancel that the agent ignores ends as, what a stream sends first) is decided
-once. They call the sync services and selectors through `database_sync_to_async` and follow
-the task's event log (tasks_app.streams) to wait.
+once. They call the sync services and selectors on the process's database threads
+(`a2a_platform.db.db`, never a thread per request) and follow the task's event log
+(tasks_app.streams) to wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
@@ -30,9 +32,9 @@ from a2a.types import (
 )
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
-from channels.db import database_sync_to_async
 from django.conf import settings
 
+from a2a_platform.db import db
 from a2a_platform.metrics import timed_send, timed_send_stream
 from agents.auth import Principal
 from agents.cards import agent_card_build
@@ -92,7 +94,7 @@ def _history_length(request: SendMessageRequest) -> int | None:
 async def _send(
     caller: Caller, request: SendMessageRequest, new_task_id: uuid.UUID | None
 ) -> SendOutcome:
-    return await database_sync_to_async(message_send)(
+    return await db(message_send)(
         agent=caller.agent,
         principal=caller.principal,
         request=request,
@@ -118,7 +120,7 @@ async def send_message(
             deadline = _deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS)
             async for _ in follower.events(deadline=deadline):
                 pass
-    return await database_sync_to_async(task_send_result)(
+    return await db(task_send_result)(
         task_id=outcome.task_id, history_length=_history_length(request)
     )
 
@@ -147,6 +149,17 @@ async def send_message_stream(
 
 async def _send_stream(outcome: SendOutcome, history_length: int | None) -> Stream:
     keepalive = settings.A2A_SSE_KEEPALIVE_SECONDS
+    if outcome.created:
+        # A new task: the stream opens at once with the task as this send committed it
+        # (submitted, the send's own event), before any worker has it, then follows the log.
+        # An agent that answers with a Message ends the stream with it (docs/decisions.md).
+        async with EventFollower(outcome.task_id, outcome.since_seq - 1) as follower:
+            async for item in follower.events(idle=keepalive):
+                yield _cut_history(item, history_length)
+        return
+    # A follow-up to an interrupted task: the task as committed still shows the state that
+    # ended the last turn (input-required), which would read as this turn's end; the stream
+    # opens once the agent has taken the message.
     async with EventFollower(outcome.task_id, outcome.since_seq) as follower:
         first = None
         async with contextlib.aclosing(follower.events(idle=keepalive)) as waiting:
@@ -170,12 +183,25 @@ async def _send_stream(outcome: SendOutcome, history_length: int | None) -> Stre
             yield item
 
 
+def _cut_history(item: StreamItem | None, history_length: int | None) -> StreamItem | None:
+    """A task event with at most `history_length` messages of history, as a snapshot has."""
+    if item is None or history_length is None or not item.response.HasField("task"):
+        return item
+    history = item.response.task.history
+    if len(history) <= history_length:
+        return item
+    response = StreamResponse()
+    response.CopyFrom(item.response)
+    kept = list(history)[len(history) - history_length :]
+    del response.task.history[:]
+    response.task.history.extend(kept)
+    return dataclasses.replace(item, response=response)
+
+
 async def _snapshot_item(
     task_id: uuid.UUID, history_length: int | None = None, ends_at: Collection[str] = SETTLED_STATES
 ) -> StreamItem:
-    seq, task = await database_sync_to_async(task_snapshot)(
-        task_id=task_id, history_length=history_length
-    )
+    seq, task = await db(task_snapshot)(task_id=task_id, history_length=history_length)
     final = TaskState.Name(task.status.state) in ends_at
     return StreamItem(task_id, seq, StreamResponse(task=task), final)
 
@@ -189,9 +215,7 @@ async def subscribe_to_task(
     unlike a send stream, which ends with its turn.
     """
     check_tenant(caller, tenant)
-    task = await database_sync_to_async(task_get_row)(
-        agent=caller.agent, principal=caller.principal, task_id=task_id
-    )
+    task = await db(task_get_row)(agent=caller.agent, principal=caller.principal, task_id=task_id)
     if last_event_id:
         after = _seq_from_event_id(last_event_id, task.pk, task.last_seq)
         if task.is_terminal and after >= task.last_seq:
@@ -244,7 +268,7 @@ async def _subscription(task_pk: uuid.UUID) -> Stream:
 
 async def cancel_task(caller: Caller, task_id: str, *, tenant: str = "") -> TaskProto:
     check_tenant(caller, tenant)
-    task_pk, running, seq = await database_sync_to_async(task_cancel_request)(
+    task_pk, running, seq = await db(task_cancel_request)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
     if running:
@@ -253,19 +277,17 @@ async def cancel_task(caller: Caller, task_id: str, *, tenant: str = "") -> Task
         async with EventFollower(task_pk, seq, ends_at=TERMINAL_STATES) as follower:
             async for _ in follower.events(deadline=_deadline(timeout + 2)):
                 pass
-        await database_sync_to_async(task_end)(
+        await db(task_end)(
             task_id=task_pk,
             state=TaskState.TASK_STATE_CANCELED,
             reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.",
         )
-    return await database_sync_to_async(task_get)(
-        agent=caller.agent, principal=caller.principal, task_id=task_id
-    )
+    return await db(task_get)(agent=caller.agent, principal=caller.principal, task_id=task_id)
 
 
 async def get_task(caller: Caller, request: GetTaskRequest) -> TaskProto:
     check_tenant(caller, request.tenant)
-    return await database_sync_to_async(task_get)(
+    return await db(task_get)(
         agent=caller.agent,
         principal=caller.principal,
         task_id=request.id,
@@ -275,15 +297,13 @@ async def get_task(caller: Caller, request: GetTaskRequest) -> TaskProto:
 
 async def list_tasks(caller: Caller, request: ListTasksRequest) -> ListTasksResponse:
     check_tenant(caller, request.tenant)
-    return await database_sync_to_async(task_list)(
-        agent=caller.agent, principal=caller.principal, request=request
-    )
+    return await db(task_list)(agent=caller.agent, principal=caller.principal, request=request)
 
 
 async def get_extended_card(caller: Caller) -> AgentCard:
     if caller.principal.is_anonymous:
         raise AuthenticationRequired("The extended agent card requires an API key.")
-    return await database_sync_to_async(agent_card_build)(caller.agent, extended=True)
+    return await db(agent_card_build)(caller.agent, extended=True)
 
 
 # --- push notification configs --------------------------------------------------------------
@@ -313,7 +333,7 @@ async def create_push_config(
     carry; `headers` are v0.1's free-form ones."""
     check_tenant(caller, config.tenant)
     _push_check(caller)
-    return await database_sync_to_async(_push_services().push_config_create)(
+    return await db(_push_services().push_config_create)(
         agent=caller.agent,
         principal=caller.principal,
         config=config,
@@ -324,7 +344,7 @@ async def create_push_config(
 
 async def get_push_config_v01(caller: Caller, task_id: str) -> dict[str, Any]:
     _push_check(caller)
-    return await database_sync_to_async(_push_services().push_config_get_v01)(
+    return await db(_push_services().push_config_get_v01)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
 
@@ -337,7 +357,7 @@ async def get_push_config(
     _push_check(caller)
     if not config_id and caller.dialect == V1_0:
         raise InvalidParamsError("The push notification config 'id' is required.")
-    return await database_sync_to_async(_push_services().push_config_get)(
+    return await db(_push_services().push_config_get)(
         agent=caller.agent, principal=caller.principal, task_id=task_id, config_id=config_id
     )
 
@@ -347,7 +367,7 @@ async def list_push_configs(
 ) -> ListTaskPushNotificationConfigsResponse:
     check_tenant(caller, request.tenant)
     _push_check(caller)
-    return await database_sync_to_async(_push_services().push_config_list)(
+    return await db(_push_services().push_config_list)(
         agent=caller.agent,
         principal=caller.principal,
         task_id=request.task_id,
@@ -361,6 +381,6 @@ async def delete_push_config(
 ) -> None:
     check_tenant(caller, tenant)
     _push_check(caller)
-    await database_sync_to_async(_push_services().push_config_delete)(
+    await db(_push_services().push_config_delete)(
         agent=caller.agent, principal=caller.principal, task_id=task_id, config_id=config_id
     )

@@ -9,11 +9,15 @@ dialect's codec, calls the operation every binding calls, and renders with the c
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
+from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.types import AgentCard as AgentCardProto
 from a2a.types import (
     GetTaskRequest,
@@ -29,7 +33,6 @@ from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
 from a2a.utils.error_handlers import build_rest_error_payload
 from adrf.views import APIView
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpResponse, StreamingHttpResponse
@@ -42,9 +45,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.auth import authenticate, credentials_from_headers
+from agents.auth import caller_resolve, credentials_from_headers
 from agents.errors import AgentNotFound, AuthenticationRequired
-from agents.selectors import agent_get_active
 
 from . import dialects
 from .dialects import V0_1, V0_3, V1_0
@@ -207,6 +209,10 @@ class Codec:
     def event(self, item: StreamItem) -> Any:
         raise NotImplementedError
 
+    def stream_renderer(self) -> Callable[[StreamItem], Any]:
+        """How one stream's items become events (a renderer may keep state per stream)."""
+        return self.event
+
     def card(self, card: AgentCardProto) -> Any:
         raise NotImplementedError
 
@@ -346,6 +352,17 @@ class V03Codec(Codec):
     def event(self, item: StreamItem) -> Any:
         return _proto_dict(dialects.v03pb_event(item.response, final=item.final))
 
+    def stream_renderer(self) -> Callable[[StreamItem], Any]:
+        events = dialects.V03StreamEvents()  # see there: how a v0.3 stream ends
+
+        def render(item: StreamItem) -> Any:
+            return [
+                _proto_dict(proto03.ToProto.stream_response(event))
+                for event in events(item.response, final=item.final)
+            ]
+
+        return render
+
     def card(self, card: AgentCardProto) -> Any:
         return _proto_dict(dialects.v03pb_card(card))
 
@@ -456,15 +473,41 @@ class A2AView(APIView):
     def codec(self) -> Codec:
         return CODECS[self.dialect]
 
+    async def async_dispatch(self, request: Any, *args: Any, **kwargs: Any) -> HttpResponse:
+        """adrf's dispatch, with `initial()` run in the event loop: here it only negotiates
+        the content type (no authenticators, permissions or throttles), so the thread hop adrf
+        makes for it would be a cost on every call and nothing else."""
+        self.args, self.kwargs = args, kwargs
+        request = self.initialize_request(request, *args, **kwargs)
+        self.request = request
+        self.headers = self.default_response_headers
+        try:
+            self.initial(request, *args, **kwargs)
+            name = request.method.lower()
+            handler = (
+                getattr(self, name, self.http_method_not_allowed)
+                if name in self.http_method_names
+                else self.http_method_not_allowed
+            )
+            response = handler(request, *args, **kwargs)  # the A2A operations are async
+            if inspect.isawaitable(response):
+                response = await response
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        self.response = self.finalize_response(request, response, *args, **kwargs)
+        return self.response
+
     async def caller(self, request: Request) -> Caller:
         self._check_version(request)
-        agent = await database_sync_to_async(agent_get_active)(
-            tenant_slug=self.kwargs["tenant_slug"], agent_slug=self.kwargs["agent_slug"]
-        )
-        principal = await database_sync_to_async(authenticate)(
-            agent=agent,
-            raw_key=credentials_from_headers({k.lower(): v for k, v in request.headers.items()}),
-        )
+        slugs = {"tenant_slug": self.kwargs["tenant_slug"], "agent_slug": self.kwargs["agent_slug"]}
+        try:
+            raw_key = credentials_from_headers({k.lower(): v for k, v in request.headers.items()})
+        except AuthenticationRequired as refused:
+            with contextlib.suppress(AuthenticationRequired):
+                await caller_resolve(**slugs, raw_key=None)  # an unknown agent is still a 404
+            raise refused
+        # From this process's cache of agents and keys when fresh (agents.cache).
+        agent, principal = await caller_resolve(**slugs, raw_key=raw_key)
         return Caller(
             agent=agent,
             principal=principal,
@@ -549,7 +592,7 @@ class SendStreamingMessageView(A2AView):
         call = await self.caller(request)
         send_request = self.codec.send_request(self.body(request))
         stream = await send_message_stream(call, send_request)
-        return self.stream(SseStream(stream, self.codec.event))
+        return self.stream(SseStream(stream, self.codec.stream_renderer()))
 
 
 class TaskView(A2AView):
@@ -591,7 +634,7 @@ class SubscribeView(A2AView):
         call = await self.caller(request)
         tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
         stream = await subscribe_to_task(call, task_id, call.last_event_id, tenant=tenant)
-        return self.stream(SseStream(stream, self.codec.event))
+        return self.stream(SseStream(stream, self.codec.stream_renderer()))
 
     async def post(self, request: Request, task_id: str, **kwargs: Any) -> HttpResponse:
         return await self.get(request, task_id, **kwargs)

@@ -17,13 +17,13 @@ from a2a.utils.task import (
     encode_list_tasks_cursor,
     validate_page_size,
 )
-from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db import connection, transaction
+from django.db.models import OuterRef, Q, QuerySet, Sum
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from .errors import InvalidParamsError, UnsupportedOperationError, task_not_found
-from .models import Artifact, Task, TaskEvent
+from .models import Artifact, Message, Task, TaskCount, TaskEvent
 
 if TYPE_CHECKING:
     from agents.auth import Principal
@@ -56,12 +56,7 @@ def task_get_row(
     *, agent: Agent, principal: Principal, task_id: str, for_update: bool = False
 ) -> Task:
     """The caller's task, or TaskNotFound: another owner's task does not exist for them."""
-    if not task_id:
-        raise InvalidParamsError("The task 'id' is required.")
-    try:
-        pk = uuid.UUID(task_id)
-    except ValueError:
-        raise task_not_found(task_id) from None
+    pk = _task_pk(task_id)
     tasks = task_scope(agent=agent, principal=principal)
     if for_update:
         tasks = tasks.select_for_update()
@@ -74,10 +69,49 @@ def task_get_row(
 def task_get(
     *, agent: Agent, principal: Principal, task_id: str, history_length: int | None = None
 ) -> TaskProto:
+    """The caller's task as GetTask answers it; on PostgreSQL the row, its history and its
+    artifacts come in one query (`_with_json`), elsewhere in three."""
     if history_length is not None and history_length < 0:
         raise InvalidParamsError("'historyLength' must be zero or positive.")
-    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
+    tasks = _with_json(task_scope(agent=agent, principal=principal), history_length)
+    task = tasks.filter(pk=_task_pk(task_id)).first()
+    if task is None:
+        raise task_not_found(task_id)
     return task_to_proto(task, history_length=history_length)
+
+
+def _task_pk(task_id: str) -> uuid.UUID:
+    if not task_id:
+        raise InvalidParamsError("The task 'id' is required.")
+    try:
+        return uuid.UUID(task_id)
+    except ValueError:
+        raise task_not_found(task_id) from None
+
+
+# The names of `_with_json`'s annotations, which task_to_proto reads when they are there.
+HISTORY_JSON = "history_json"
+ARTIFACTS_JSON = "artifacts_json"
+
+
+def _with_json(tasks: QuerySet[Task], history_length: int | None) -> QuerySet[Task]:
+    """On PostgreSQL, `tasks` with each task's artifacts (in order) and its newest
+    `history_length` messages (all when None; newest first) as arrays of their JSON, so one
+    query reads a task whole. Elsewhere (SQLite) `tasks` unchanged: task_to_proto reads them."""
+    if connection.vendor != "postgresql":
+        return tasks
+    from django.contrib.postgres.expressions import ArraySubquery
+
+    columns = {
+        ARTIFACTS_JSON: ArraySubquery(
+            Artifact.objects.filter(task_id=OuterRef("pk")).order_by("position").values("data")
+        )
+    }
+    if history_length != 0:
+        newest = Message.objects.filter(task_id=OuterRef("pk")).order_by("-position")
+        newest = newest[:history_length] if history_length else newest
+        columns[HISTORY_JSON] = ArraySubquery(newest.values("data"))
+    return tasks.annotate(**columns)
 
 
 def task_to_proto(
@@ -87,15 +121,19 @@ def task_to_proto(
     if task.metadata:
         proto.metadata.update(task.metadata)
     prefetched = getattr(task, "_prefetched_objects_cache", {})
+    read = vars(task)  # what `_with_json` annotated, if it did
     if include_artifacts:
-        artifacts = (
-            [a.data for a in prefetched["artifacts"]]
-            if "artifacts" in prefetched
-            else task.artifacts.values_list("data", flat=True)
-        )
+        if ARTIFACTS_JSON in read:
+            artifacts = read[ARTIFACTS_JSON] or []
+        elif "artifacts" in prefetched:
+            artifacts = [a.data for a in prefetched["artifacts"]]
+        else:
+            artifacts = task.artifacts.values_list("data", flat=True)
         proto.artifacts.extend(ParseDict(a, ArtifactProto()) for a in artifacts)
     if history_length != 0:
-        if "messages" in prefetched:  # a page of tasks: fetched in one query, cut here
+        if HISTORY_JSON in read:  # newest first, already cut to history_length
+            messages = (read[HISTORY_JSON] or [])[::-1]
+        elif "messages" in prefetched:  # a page of tasks: fetched in one query, cut here
             messages = [m.data for m in prefetched["messages"]]
             messages = messages[-history_length:] if history_length else messages
         else:
@@ -128,7 +166,7 @@ def task_reply_message(task: Task) -> MessageProto | None:
 
 def task_send_result(*, task_id: uuid.UUID, history_length: int | None) -> TaskProto | MessageProto:
     """What a send answers: the agent's direct Message if it gave one, else the task."""
-    task = Task.objects.get(pk=task_id)
+    task = _with_json(Task.objects.filter(pk=task_id), history_length).get()
     return task_reply_message(task) or task_to_proto(task, history_length=history_length)
 
 
@@ -156,26 +194,40 @@ def task_list(
         tasks = tasks.filter(context_id=request.context_id)
     if request.status not in TaskState.values():  # protobuf enums accept any number
         raise InvalidParamsError(f"'status' {request.status} is not a task state.")
+    state = None
     if request.status != TaskState.TASK_STATE_UNSPECIFIED:
-        tasks = tasks.filter(state=TaskState.Name(request.status))
+        state = TaskState.Name(request.status)
+        tasks = tasks.filter(state=state)
+    after = None
     if request.HasField("status_timestamp_after"):
         try:  # binary protobuf (gRPC) does not range-check a Timestamp as JSON parsing does
             after = request.status_timestamp_after.ToDatetime(UTC)
         except (ValueError, OverflowError, OSError):
             raise InvalidParamsError("'statusTimestampAfter' is not a valid timestamp.") from None
+    total = _total_size(
+        agent=agent,
+        principal=principal,
+        matching=tasks,
+        state=state,
+        context_id=request.context_id,
+        after=after,
+    )
+    if after is not None:
         tasks = tasks.filter(status_timestamp__gt=after)
-    total = tasks.count()
 
     if request.page_token:
         cursor = decode_list_tasks_cursor(request.page_token)
         try:
-            after = _datetime_from_ns(cursor.timestamp_ns)  # type: ignore[union-attr,arg-type]
+            edge = _datetime_from_ns(cursor.timestamp_ns)  # type: ignore[union-attr,arg-type]
         except (AttributeError, TypeError, ValueError, OverflowError, OSError):
             raise InvalidParamsError(
                 "'pageToken' is not a token this server issued; start again without it."
             ) from None
+        # The bound on the timestamp alone is where the index range starts; the OR only sorts
+        # out the ties, so a page deep in the list costs what the first one does.
         tasks = tasks.filter(
-            Q(status_timestamp__lt=after) | Q(status_timestamp=after, id__lt=_uuid(cursor.task_id))
+            Q(status_timestamp__lt=edge) | Q(id__lt=_uuid(cursor.task_id)),
+            status_timestamp__lte=edge,
         )
     include_artifacts = (
         request.include_artifacts if request.HasField("include_artifacts") else False
@@ -202,6 +254,56 @@ def task_list(
         page_size=page_size,
         total_size=total,
     )
+
+
+# With statusTimestampAfter, totalSize counts whichever side of the timestamp holds at most this
+# many tasks; when both sides hold more, the tasks after it are counted in full.
+TOTAL_SIZE_COUNT_LIMIT = 10_000
+
+
+def _total_size(
+    *,
+    agent: Agent,
+    principal: Principal,
+    matching: QuerySet[Task],
+    state: str | None,
+    context_id: str,
+    after: datetime | None,
+) -> int:
+    """ListTasks' totalSize: how many tasks the filters match, exactly, without reading them
+    where the task counts can say (docs/decisions.md, "Listing tasks at scale"). `matching`
+    has every filter but the timestamp."""
+    if context_id:
+        # A context is one conversation: counted through its index, as long as it is.
+        newer = matching if after is None else matching.filter(status_timestamp__gt=after)
+        return newer.count()
+    counts = TaskCount.objects.filter(agent=agent)
+    if not principal.is_tenant_admin:
+        counts = counts.filter(owner=principal.owner)
+    if state is not None:
+        counts = counts.filter(state=state)
+    if after is None:
+        return int(counts.aggregate(n=Sum("n"))["n"] or 0)
+    limit = TOTAL_SIZE_COUNT_LIMIT
+    newer = matching.filter(status_timestamp__gt=after).order_by()
+    newer_count = newer[: limit + 1].count()
+    if newer_count <= limit:
+        return newer_count
+    # Many changed since `after`: count those that did not and subtract them from the counts,
+    # in one statement, so the counts and the tasks are read in one snapshot.
+    older = matching.filter(status_timestamp__lte=after).order_by().values("pk")[: limit + 1]
+    counts_sql, counts_params = counts.values("n").query.sql_with_params()
+    older_sql, older_params = older.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT COALESCE(SUM(n), 0) FROM ({counts_sql}) c), "
+            f"(SELECT COUNT(*) FROM ({older_sql}) o)",
+            [*counts_params, *older_params],
+        )
+        everything, older_count = cursor.fetchone()
+    if older_count <= limit:
+        return int(everything) - older_count
+    return newer.count()
 
 
 def task_artifact_ids(*, task_id: str) -> list[str]:

@@ -23,11 +23,11 @@ from a2a.types import (
 )
 from a2a.types import Task as TaskProto
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from .doorbell import ring
+from .doorbell import ring, ring_runner
 from .errors import (
     ContentTypeNotSupportedError,
     InvalidAgentResponseError,
@@ -36,7 +36,16 @@ from .errors import (
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
-from .models import INTERRUPTED_STATES, TERMINAL_STATES, Artifact, Message, Task, TaskEvent
+from .models import (
+    INTERRUPTED_STATES,
+    TASK_COUNT_SHARDS,
+    TERMINAL_STATES,
+    Artifact,
+    Message,
+    Task,
+    TaskCount,
+    TaskEvent,
+)
 from .selectors import task_get_row, task_status, task_to_proto
 
 if TYPE_CHECKING:
@@ -54,6 +63,8 @@ class SendOutcome:
     task_id: uuid.UUID
     # The event sequence at the moment of sending: waiters look for progress past it.
     since_seq: int
+    # Whether the send made the task; its event at `since_seq` is then the task as created.
+    created: bool = False
 
 
 def _dict(message: Any) -> dict[str, Any]:
@@ -123,6 +134,7 @@ def message_send(
                         status_timestamp=timezone.now(),
                         metadata=_dict(request.metadata) if request.HasField("metadata") else {},
                     )
+                    _task_counts_move(task, None, SUBMITTED)
             except IntegrityError:
                 raise taken from None
         if request.configuration.HasField("task_push_notification_config"):
@@ -153,7 +165,7 @@ def message_send(
         # robust: the message is stored either way; if the broker is down, the reaper queues
         # the run later, and the client must not be told (by an error) to send it again.
         transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args), robust=True)
-    return SendOutcome(task_id=task_pk, since_seq=since_seq)
+    return SendOutcome(task_id=task_pk, since_seq=since_seq, created=not message.task_id)
 
 
 def _job_configuration(request: SendMessageRequest) -> dict[str, Any]:
@@ -346,9 +358,66 @@ def _status_message_to_history(task: Task) -> None:
 
 def _set_status(task: Task, state: int, message: MessageProto | None) -> None:
     _status_message_to_history(task)
-    task.state = TaskState.Name(state)
+    name = TaskState.Name(state)
+    if name != task.state:
+        _task_counts_move(task, task.state, name)
+    task.state = name
     task.status_message = _dict(message) if message is not None else None
     task.status_timestamp = timezone.now()
+
+
+def _task_counts_move(task: Task, old: str | None, new: str) -> None:
+    """Count the task in state `new` instead of `old` (None: a new task), in the caller's
+    transaction. Every change of a task's state must come through here (or `_set_status`), or
+    ListTasks' totalSize drifts (until `task_counts_reconcile`)."""
+    shard = task.pk.int % TASK_COUNT_SHARDS
+    # In key order: two transactions moving tasks between the same states in opposite
+    # directions (working <-> input-required) lock the rows in the same order, never a cycle.
+    deltas = sorted([(new, 1)] + ([(old, -1)] if old else []))
+    table = connection.ops.quote_name(TaskCount._meta.db_table)
+    rows = ", ".join(["(%s, %s, %s, %s, %s)"] * len(deltas))
+    with connection.cursor() as cursor:
+        # An upsert, on PostgreSQL and SQLite alike: the first task of a key creates its row.
+        cursor.execute(
+            f"INSERT INTO {table} (agent_id, owner, state, shard, n) VALUES {rows} "
+            "ON CONFLICT (agent_id, owner, state, shard) "
+            f"DO UPDATE SET n = {table}.n + EXCLUDED.n",
+            [v for s, d in deltas for v in (task.agent_id, task.owner, s, shard, d)],
+        )
+
+
+def task_counts_reconcile(*, agent_id: int | None = None) -> int:
+    """Make the task counts match the tasks again (after processes of a version that did not
+    keep them changed tasks, say); returns how many (agent, owner, state) counts were off.
+
+    Safe while tasks change, without locking them: the drift is measured in one statement, so
+    tasks and counts are read in one snapshot, and is then added as a delta; changes committed
+    meanwhile moved a task and its count together, so they leave the drift as it was."""
+    tasks = connection.ops.quote_name(Task._meta.db_table)
+    counts = connection.ops.quote_name(TaskCount._meta.db_table)
+    where, params = ("WHERE agent_id = %s", [agent_id, agent_id]) if agent_id else ("", [])
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT agent_id, owner, state, SUM(d) FROM ("
+            f"SELECT agent_id, owner, state, COUNT(*) AS d FROM {tasks} {where} "
+            "GROUP BY agent_id, owner, state UNION ALL "
+            f"SELECT agent_id, owner, state, -SUM(n) AS d FROM {counts} {where} "
+            "GROUP BY agent_id, owner, state"
+            ") drift GROUP BY agent_id, owner, state HAVING SUM(d) <> 0 "
+            "ORDER BY agent_id, owner, state",
+            params,
+        )
+        drift = cursor.fetchall()
+        for agent, owner, state, delta in drift:
+            cursor.execute(
+                f"INSERT INTO {counts} (agent_id, owner, state, shard, n) "
+                "VALUES (%s, %s, %s, 0, %s) ON CONFLICT (agent_id, owner, state, shard) "
+                f"DO UPDATE SET n = {counts}.n + EXCLUDED.n",
+                [agent, owner, state, delta],
+            )
+    if drift:
+        logger.warning("Task counts were off for %d (agent, owner, state) keys", len(drift))
+    return len(drift)
 
 
 def _apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
@@ -409,6 +478,10 @@ def task_cancel_request(
             )
         task.cancel_requested = True
         running = task.running_since is not None
+        if running and task.runner:
+            # The worker running it hears this at once; its heartbeat would, within seconds.
+            runner, task_pk = task.runner, task.pk
+            transaction.on_commit(lambda: ring_runner(runner, task_pk))
         if not running:
             # Nothing runs it: end it now, and drop the queued job if there is one.
             _end_by_platform(task, TaskState.TASK_STATE_CANCELED, "Canceled before the agent ran.")
@@ -455,8 +528,8 @@ def _revoke(job_id: str) -> None:
         logger.warning("Could not revoke job %s; the worker will skip it", job_id, exc_info=True)
 
 
-def task_claim(*, task_id: uuid.UUID, job_id: str) -> str:
-    """Take the task for the run of job `job_id`.
+def task_claim(*, task_id: uuid.UUID, job_id: str, runner: str = "") -> str:
+    """Take the task for the run of job `job_id` on worker `runner`.
 
     Returns 'claimed'; 'busy' when the previous run has not released the task yet; or 'ended'
     when there is nothing to run: the task ended, or this job was already claimed (a broker
@@ -468,7 +541,12 @@ def task_claim(*, task_id: uuid.UUID, job_id: str) -> str:
         Task.objects.filter(pk=task_id, running_since__isnull=True, job_id=job_id)
         .exclude(state__in=TERMINAL_STATES)
         .update(
-            running_since=now, lease_expires_at=lease, job_id="", job_args=None, job_queued_at=None
+            running_since=now,
+            lease_expires_at=lease,
+            runner=runner,
+            job_id="",
+            job_args=None,
+            job_queued_at=None,
         )
     )
     if claimed:
@@ -479,22 +557,13 @@ def task_claim(*, task_id: uuid.UUID, job_id: str) -> str:
     return "busy"
 
 
-def task_lease_renew(*, task_id: uuid.UUID) -> bool:
-    """Extend the run's lease; returns whether a cancel was requested."""
-    now = timezone.now()
-    lease = timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
-    row = (
-        Task.objects.filter(pk=task_id).values_list("cancel_requested", "lease_expires_at").first()
-    )
-    if row is None:
-        return False
-    cancel_requested, expires = row
-    # This runs on every poll: one read, and a write only once a third of the lease is used.
-    if expires is not None and expires < now + lease * 2 / 3:
-        Task.objects.filter(pk=task_id, running_since__isnull=False).update(
-            lease_expires_at=now + lease
-        )
-    return bool(cancel_requested)
+def tasks_heartbeat(*, runner: str) -> list[uuid.UUID]:
+    """Renew the leases of every run of worker `runner` in one UPDATE; return those of its
+    tasks with a cancel request (the safety net under the cancel doorbell)."""
+    lease = timezone.now() + timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
+    mine = Task.objects.filter(runner=runner, running_since__isnull=False)
+    mine.update(lease_expires_at=lease)
+    return list(mine.filter(cancel_requested=True).values_list("pk", flat=True))
 
 
 def task_release(*, task_id: uuid.UUID) -> None:
@@ -506,11 +575,46 @@ def task_release(*, task_id: uuid.UUID) -> None:
             return
         task.running_since = None
         task.lease_expires_at = None
+        task.runner = ""
         if task.cancel_requested and not task.is_terminal:
             _end_by_platform(
                 task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
             )
         task.save()
+
+
+def task_handback(*, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> bool:
+    """Give a run that a stopping worker did not finish back to the queue: the task waits for
+    job `job_id` again, and a fresh copy of the job is queued for another worker. False when
+    there is nothing to hand back (the task ended, or a cancel ends it now)."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().filter(pk=task_id).first()
+        if task is None:
+            return False
+        task.running_since = None
+        task.lease_expires_at = None
+        task.runner = ""
+        if task.cancel_requested and not task.is_terminal:
+            _end_by_platform(
+                task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
+            )
+        if task.is_terminal:
+            task.save()
+            return False
+        task.job_id, task.job_args, task.job_queued_at = job_id, job_args, timezone.now()
+        task.save()
+        transaction.on_commit(lambda: _enqueue_run(task_id, job_id, job_args), robust=True)
+        return True
+
+
+def task_job_requeue(*, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> bool:
+    """Queue a copy of a job a stopping worker received but never claimed, if the task still
+    waits for it (a copy that finds it claimed or replaced does nothing)."""
+    waiting = Task.objects.filter(pk=task_id, job_id=job_id, running_since__isnull=True)
+    if not waiting.exists():
+        return False
+    _enqueue_run(task_id, job_id, job_args)
+    return True
 
 
 def tasks_requeue_lost_jobs(*, now: Any = None) -> list[uuid.UUID]:

@@ -13,14 +13,16 @@ from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 
 from a2a.types import StreamResponse
-from channels.db import database_sync_to_async
 from google.protobuf.json_format import ParseDict
+
+from a2a_platform.db import db
 
 from .doorbell import Doorbell
 from .models import INTERRUPTED_STATES, TERMINAL_STATES, TaskEvent
 from .selectors import task_events_after
 
 SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+EVENTS_PER_READ = 100
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,8 @@ class EventFollower:
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         while True:
-            rows = await database_sync_to_async(task_events_after)(
-                task_id=self.task_id, after_seq=self.seq
+            rows = await db(task_events_after)(
+                task_id=self.task_id, after_seq=self.seq, limit=EVENTS_PER_READ
             )
             for seq, kind, state, data in rows:
                 if seq <= self.seq:
@@ -87,7 +89,10 @@ class EventFollower:
             now = loop.time()
             if rows:
                 quiet_since = now
-                continue
+                if len(rows) >= EVENTS_PER_READ or self._bell.channel is None:
+                    continue  # more may be there; without a doorbell no ring would say so
+                # Subscribed before the first read: an event written since rings, and the
+                # ring waits in the channel, so waiting now misses nothing.
             if deadline is not None and now >= deadline:
                 return
             pause = self._bell.interval

@@ -7,8 +7,9 @@ from typing import Any
 
 from a2a.types import TaskState
 from celery import shared_task
+from celery.signals import worker_shutting_down
 
-from .execution import task_run
+from . import runtime
 from .services import task_end, tasks_reap, tasks_requeue_lost_jobs
 
 # A turn waits for the previous run to release the task; that is a moment, not minutes.
@@ -23,7 +24,8 @@ def run_agent_task(
     configuration: dict[str, Any] | None = None,
     extensions: list[str] | None = None,
 ) -> str:
-    outcome = task_run(
+    """Run the agent on this process's event loop; the thread waits for the run to end."""
+    outcome = runtime.runtime().run_job(
         task_id=uuid.UUID(task_id),
         job_id=self.request.id,
         position=position,
@@ -40,6 +42,12 @@ def run_agent_task(
             return "gave up"
         raise self.retry(countdown=1)
     return outcome
+
+
+@worker_shutting_down.connect
+def _drain_on_warm_shutdown(sig: str, how: str, exitcode: int, **_: Any) -> None:
+    if how == "Warm":
+        runtime.drain()
 
 
 @shared_task

@@ -3,6 +3,7 @@ daphne and Celery worker processes that share that database, reached over real s
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -55,16 +56,18 @@ class LivePlatform:
     def agent_url(self, agent: Agent) -> str:
         return f"{self.url}/a2a/{agent.tenant.slug}/{agent.slug}/"
 
-    def start_worker(self, name: str, **env: str) -> subprocess.Popen[bytes]:
+    def start_worker(
+        self, name: str, role: str = "agents", **env: str
+    ) -> subprocess.Popen[bytes]:
+        """A Celery worker for one queue, started as `make run` starts it."""
         log = self.log_dir / f"{name}.log"
         proc = subprocess.Popen(
             [
-                str(VENV_BIN / "celery"),
-                "-A",
-                "a2a_platform",
-                "worker",
+                sys.executable,
+                "manage.py",
+                "celeryworker",
+                role,
                 "--loglevel=INFO",
-                "--concurrency=2",
                 "--without-gossip",
                 "--without-mingle",
                 "-n",
@@ -157,10 +160,12 @@ def live_platform(
         "A2A_BLOCKING_TIMEOUT_SECONDS": "20",
         "A2A_CANCEL_TIMEOUT_SECONDS": "3",
         "A2A_POLL_INTERVAL_SECONDS": "0.05",
+        "A2A_WORKER_GRACE_SECONDS": "2",
         "A2A_SSE_KEEPALIVE_SECONDS": "0.5",
         "A2A_PYTHON_EXECUTORS": (
             "tests.agents.sample_executors.ShoutingExecutor,"
-            "tests.agents.sample_executors.ExtensionsExecutor"
+            "tests.agents.sample_executors.ExtensionsExecutor,"
+            "tests.agents.sample_executors.SleepRecorder"
         ),
         "PYTHONPATH": str(ROOT),
     }
@@ -174,10 +179,16 @@ def live_platform(
         grpc_address=grpc_address,
     )
     platform.worker = platform.start_worker("worker")
+    others = [
+        platform.start_worker("push", "push"),
+        platform.start_worker("maintenance", "maintenance"),
+    ]
     try:
         yield platform
     finally:
         stop_process(platform.worker)
+        for proc in others:
+            stop_process(proc)
         stop_process(sidecar)
         stop_process(daphne)
 
@@ -192,12 +203,26 @@ class Setup:
     key: str
 
 
+_TENANT_NUMBERS = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_agent_cache() -> Iterator[None]:
+    """Each test starts with this process's agent and key cache empty, as rows (and their ids)
+    of earlier tests are gone."""
+    from agents.cache import forget_all
+
+    forget_all()
+    yield
+    forget_all()
+
+
 @pytest.fixture
 def make_tenant(db: Any) -> Any:
-    counter = iter(range(10_000))
-
     def make(slug: str | None = None) -> Tenant:
-        return tenant_create(slug=slug or f"t{next(counter)}-{os.getpid()}")
+        # Never a slug an earlier test used: a running daphne may still hold that test's
+        # (deleted) agent at the same URL for A2A_AUTH_CACHE_SECONDS (agents.cache).
+        return tenant_create(slug=slug or f"t{next(_TENANT_NUMBERS)}-{os.getpid()}")
 
     return make
 

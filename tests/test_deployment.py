@@ -26,7 +26,7 @@ def test_compose_runs_the_production_profile():
     assert services["postgres"]["image"].startswith("postgres:15")
     assert " ".join(services["web"]["command"]).startswith("daphne")
     assert "a2a_platform.asgi:application" in services["web"]["command"]
-    assert services["worker"]["command"][:4] == ["celery", "-A", "a2a_platform", "worker"]
+    assert services["worker"]["command"][:4] == ["python", "manage.py", "celeryworker", "agents"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "a2a_platform", "beat"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert services["grpc"]["command"] == ["python", "manage.py", "rungrpc"]
@@ -36,16 +36,52 @@ def test_compose_runs_the_production_profile():
         )
 
 
+def test_every_queue_has_its_own_workers_in_compose_and_make_run():
+    """Agent runs, push deliveries and maintenance each have consumers of their own, started
+    by the one command that knows each queue's pool (manage.py celeryworker)."""
+    from a2a_platform.celery import app
+    from tasks_app.management.commands.celeryworker import worker_argv
+
+    queues = {q.name for q in app.conf.task_queues}
+    assert queues == {"agents", "push", "maintenance"}
+    consumed = {}
+    for name, service in compose()["services"].items():
+        command = service.get("command", [])
+        if command[:3] == ["python", "manage.py", "celeryworker"]:
+            consumed[command[3]] = name
+    assert set(consumed) == queues, consumed
+    run_sh = (ROOT / "scripts" / "run.sh").read_text()
+    assert "for role in agents push maintenance; do" in run_sh
+    assert 'manage.py celeryworker "$role"' in run_sh
+    for task, queue in {
+        "tasks_app.tasks.run_agent_task": "agents",
+        "push_app.tasks.push_deliver_task": "push",
+        "tasks_app.tasks.reap_stuck_tasks_task": "maintenance",
+        "push_app.tasks.push_dispatch_due_task": "maintenance",
+    }.items():
+        assert app.amqp.router.route({}, task)["queue"].name == queue
+    agents = worker_argv("agents")
+    assert agents[agents.index("--pool") + 1] == "threads"
+    assert agents[agents.index("--concurrency") + 1] == str(settings.A2A_WORKER_MAX_RUNS)
+    assert settings.A2A_WORKER_MAX_RUNS >= 100 and settings.CELERY_WORKER_PREFETCH_MULTIPLIER == 1
+
+
+def test_compose_gives_a_stopping_worker_its_grace_period():
+    grace = compose()["services"]["worker"]["stop_grace_period"]
+    assert int(grace.removesuffix("s")) > settings.A2A_WORKER_GRACE_SECONDS
+
+
 def test_compose_entry_points_exist():
     module, attribute = "a2a_platform.asgi:application".split(":")
     assert hasattr(importlib.import_module(module), attribute)
     assert importlib.import_module("a2a_platform.celery").app.main == "a2a_platform"
     assert "migrate" in get_commands()
     assert get_commands()["rungrpc"] == "grpc_server"
+    assert get_commands()["celeryworker"] == "tasks_app"
 
 
 def test_compose_settings_are_ones_the_platform_reads_and_secrets_are_not_inline():
-    for name in ("web", "worker", "beat", "migrate", "grpc"):
+    for name in ("web", "worker", "push-worker", "maintenance-worker", "beat", "migrate", "grpc"):
         environment = compose()["services"][name]["environment"]
         for key, value in environment.items():
             assert re.search(rf'"{key}"', SETTINGS_SOURCE), f"{key} is not read by settings.py"

@@ -45,6 +45,8 @@ def start(printing: str = "ALLOWED_HOSTS", **env: str) -> subprocess.CompletedPr
         ("DJANGO_SECRET_KEY", ""),
         ("A2A_TASK_LEASE_SECONDS", "0.1"),
         ("A2A_PUSH_EVENT_KINDS", "status_update,bogus"),
+        ("A2A_AUTH_CACHE_SECONDS", "-1"),
+        ("A2A_AUTH_CACHE_SECONDS", "1s"),
     ],
 )
 def test_bad_values_stop_start_up_and_name_the_setting(name, value):

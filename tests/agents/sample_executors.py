@@ -40,3 +40,27 @@ class ExtensionsExecutor(AgentExecutor):
 
 class NotAnExecutor:
     pass
+
+
+class SleepRecorder(AgentExecutor):
+    """Awaits `seconds`, then answers with its own record of the run: the worker process's
+    pid and when the run started and ended (wall clock), for the runtime's concurrency tests."""
+
+    def __init__(self, seconds: float = 1.0) -> None:
+        self.seconds = seconds
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        import asyncio
+        import json
+        import os
+        import time
+
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        started = time.time()
+        await asyncio.sleep(self.seconds)
+        record = json.dumps({"pid": os.getpid(), "start": started, "end": time.time()})
+        await updater.add_artifact(new_text_artifact("run", record).parts, name="run")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError

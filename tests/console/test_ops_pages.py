@@ -277,7 +277,7 @@ def test_a_job_failing_on_a_real_worker_is_shown_with_the_live_worker(
         time.sleep(0.1)
     failure = JobFailure.objects.get(celery_task_id=job_id)
     assert failure.exception_type == "ValueError"
-    assert failure.worker_hostname.startswith("worker@")
+    assert failure.worker_hostname.startswith("push@")  # deliveries have their own workers
     # when
     operator = django_user_model.objects.create_user("op", password="pw", is_staff=True)
     client.force_login(operator)

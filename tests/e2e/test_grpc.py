@@ -788,6 +788,34 @@ def test_no_error_comes_back_unknown(v10, v03, deploy):
     }
 
 
+def test_a_v03_stream_on_a_task_that_ended_at_once_ends_with_a_final_status_update(
+    v03, live_platform, make_tenant, make_agent, make_key
+):
+    """A follow-up the agent completes in its first event: the stream opens with the task
+    already completed, and v0.3 clients still get the final status update they wait for."""
+    tenant = make_tenant()
+    agent = make_agent(tenant, "conf", kind="conformance")
+    metadata = md(make_key(tenant), agent=f"{tenant.slug}/{agent.slug}")
+    ask = pb03.Message(
+        message_id=f"tck-input-required-{uuid.uuid4()}",
+        role=pb03.Role.ROLE_USER,
+        content=[pb03.Part(text="first")],
+    )
+    asked = v03.SendMessage(pb03.SendMessageRequest(request=ask), metadata=metadata).task
+    assert asked.status.state == pb03.TaskState.TASK_STATE_INPUT_REQUIRED
+    more = message03("more", task_id=asked.id, context_id=asked.context_id)
+    responses = list(
+        v03.SendStreamingMessage(
+            pb03.SendMessageRequest(request=more), metadata=metadata, timeout=TIMEOUT
+        )
+    )
+    kinds = [r.WhichOneof("payload") for r in responses]
+    assert kinds[0] == "task" and kinds[-1] == "status_update", kinds
+    last = responses[-1].status_update
+    assert last.final and last.status.state == V03_COMPLETED and last.task_id == asked.id
+    assert not any(r.status_update.final for r in responses[:-1])
+
+
 # --- (g) one task, JSON-RPC and gRPC -------------------------------------------------------------
 
 

@@ -92,7 +92,8 @@ def test_a_jsonrpc_send_is_timed_and_its_task_counted_in_its_final_state(
     }
     assert tasks == {state: 0.0 for state, _ in STATE_CHOICES} | {"TASK_STATE_COMPLETED": 1.0}
     assert value(after, "a2a_database_up") == 1 and value(after, "a2a_celery_broker_up") == 1
-    assert value(after, "a2a_celery_queue_depth", queue="celery") >= 0
+    for queue in ("agents", "push", "maintenance"):
+        assert value(after, "a2a_celery_queue_depth", queue=queue) >= 0
 
 
 def test_an_open_sse_stream_is_counted_until_its_client_leaves(

@@ -11,13 +11,14 @@ from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    SendMessageRequest,
     TaskNotCancelableError,
     TaskNotFoundError,
     TaskState,
     UnsupportedOperationError,
 )
 
-from .clients import V0_3, V1_0, sdk_client, send, user_message
+from .clients import GRPC, HTTP_JSON, JSONRPC, V0_3, V1_0, sdk_client, send, user_message
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 BOTH = pytest.mark.parametrize("version", [V1_0, V0_3])
@@ -47,6 +48,32 @@ def test_blocking_send_returns_completed_task_with_artifact(echo, version):
             assert task.history[0].parts[0].text == "hello there"
 
     asyncio.run(scenario())
+
+
+@BOTH
+@pytest.mark.parametrize("binding", [JSONRPC, HTTP_JSON, GRPC])
+def test_a_stream_opens_at_once_with_the_task_as_submitted(echo, version, binding):
+    url, key = echo
+
+    async def scenario():
+        async with sdk_client(
+            url, key=key, version=version, streaming=True, binding=binding
+        ) as client:
+            request = SendMessageRequest(message=user_message("hello there", mid()))
+            return [r async for r in client.send_message(request)]
+
+    responses = asyncio.run(scenario())
+    # The first event is the task as the send committed it, before a worker had it (the
+    # worker's first act is `working`); then the agent's events, to the end.
+    opening = responses[0].task
+    assert opening.status.state == TaskState.TASK_STATE_SUBMITTED
+    assert [m.parts[0].text for m in opening.history] == ["hello there"]
+    assert not opening.artifacts
+    kinds = [r.WhichOneof("payload") for r in responses[1:]]
+    assert set(kinds) <= {"status_update", "artifact_update"}, kinds
+    assert responses[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    artifacts = [r.artifact_update.artifact for r in responses if r.HasField("artifact_update")]
+    assert [p.text for a in artifacts for p in a.parts] == ["hello there"]
 
 
 @BOTH

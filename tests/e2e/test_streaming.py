@@ -104,8 +104,17 @@ def test_sdk_client_streams_a_direct_message_reply(conformance, version):
             message = user_message("go", f"tck-message-response-{uuid.uuid4()}")
             return [r async for r in client.send_message(SendMessageRequest(message=message))]
 
-    (only,) = asyncio.run(scenario())
-    assert only.message.parts[0].text == "Direct message response"
+    opening, reply = asyncio.run(scenario())
+    # The task as the send made it goes first, at once; the agent's Message then ends the
+    # stream: as itself in v1.0, as the final status update that completes the task in v0.3
+    # (which has no Message after a Task).
+    assert opening.task.status.state == TaskState.TASK_STATE_SUBMITTED
+    if version == V1_0:
+        assert reply.message.parts[0].text == "Direct message response"
+    else:
+        assert reply.status_update.task_id == opening.task.id
+        assert reply.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        assert reply.status_update.status.message.parts[0].text == "Direct message response"
 
 
 @BOTH
@@ -288,6 +297,65 @@ def test_a_subscription_follows_an_input_required_task_until_it_ends(conformance
     opening, rest = asyncio.run(scenario())
     assert opening[0].data["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert rest[-1].data["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def v03_message(message_id: str, text: str = "hi", **fields: str) -> dict:
+    return {
+        "kind": "message",
+        "messageId": message_id,
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+        **fields,
+    }
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest"])
+def test_a_v03_stream_on_a_task_that_ended_at_once_ends_with_a_final_status_update(
+    conformance, binding
+):
+    """A follow-up the agent completes in its first event: the stream opens with the task
+    already completed, and v0.3 clients still get the final status update they wait for."""
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=30) as http:  # no A2A-Version: v0.3
+            ask = rpc(
+                "message/send", {"message": v03_message(f"tck-input-required-{uuid.uuid4()}")}
+            )
+            task = (await http.post(conformance, json=ask)).json()["result"]
+            assert task["status"]["state"] == "input-required"
+            ids = {"taskId": task["id"], "contextId": task["contextId"]}
+            if binding == "jsonrpc":
+                url, body = (
+                    conformance,
+                    rpc(
+                        "message/stream",
+                        {"message": v03_message(f"m-{uuid.uuid4()}", "more", **ids)},
+                    ),
+                )
+            else:
+                message = {
+                    "messageId": f"m-{uuid.uuid4()}",
+                    "role": "ROLE_USER",
+                    "content": [{"text": "more"}],
+                    **ids,
+                }
+                url, body = conformance + "v1/message:stream", {"message": message}
+            async with http.stream("POST", url, json=body) as response:
+                events = (await read_sse(response)).events
+        return task["id"], [e.data["result"] if binding == "jsonrpc" else e.data for e in events]
+
+    task_id, results = asyncio.run(scenario())
+    if binding == "jsonrpc":
+        kinds = [r["kind"] for r in results]
+        last, state = results[-1], "completed"
+    else:  # the JSON of v0.3's proto StreamResponse
+        kinds = [
+            "task" if "task" in r else "status-update" if "statusUpdate" in r else "?"
+            for r in results
+        ]
+        last, state = results[-1].get("statusUpdate", {}), "TASK_STATE_COMPLETED"
+    assert kinds[0] == "task" and kinds[-1] == "status-update", kinds
+    assert last["final"] is True and last["status"]["state"] == state and last["taskId"] == task_id
 
 
 def test_resuming_at_the_end_closes_and_a_repost_with_last_event_id_sends_nothing(conformance):

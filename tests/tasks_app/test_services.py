@@ -36,7 +36,10 @@ from tasks_app.services import (
     task_cancel_request,
     task_claim,
     task_event_record,
+    task_handback,
+    task_job_requeue,
     task_release,
+    tasks_heartbeat,
     tasks_reap,
 )
 
@@ -287,3 +290,75 @@ def test_an_inline_push_config_stays_out_of_the_jobs_row(agent):
     assert job_args["configuration"] == {"acceptedOutputModes": ["text/plain"]}
     assert "secret" not in str(job_args)
     assert PushConfig.objects.get(task_id=outcome.task_id).token_encrypted  # stored, encrypted
+
+
+def test_one_heartbeat_renews_every_lease_of_its_worker_and_reports_cancels(agent):
+    mine = [send(agent).task_id for _ in range(3)]
+    theirs = send(agent).task_id
+    for task_id in mine:
+        assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w1") == "claimed"
+    assert task_claim(task_id=theirs, job_id=job_of(theirs), runner="w2") == "claimed"
+    lapsed = timezone.now() - timedelta(seconds=1)
+    Task.objects.update(lease_expires_at=lapsed)
+    task_cancel_request(agent=agent, principal=ALICE, task_id=str(mine[1]))
+    task_cancel_request(agent=agent, principal=ALICE, task_id=str(theirs))
+
+    assert tasks_heartbeat(runner="w1") == [mine[1]]
+    assert all(Task.objects.get(pk=t).lease_expires_at > timezone.now() for t in mine)
+    assert Task.objects.get(pk=theirs).lease_expires_at == lapsed  # another worker's run
+    assert tasks_reap() == [theirs]
+
+
+@pytest.fixture
+def published():
+    """The agent runs published to the broker (a real one), as (job id, task id, position)."""
+    from celery.signals import before_task_publish
+
+    seen = []
+
+    def record(headers, body, routing_key, **_):
+        if headers.get("task") == "tasks_app.tasks.run_agent_task":
+            seen.append((headers["id"], uuid.UUID(body[0][0]), body[0][1], routing_key))
+
+    before_task_publish.connect(record, weak=False)
+    yield seen
+    before_task_publish.disconnect(record)
+
+
+def test_a_handed_back_run_waits_for_its_job_again(
+    agent, published, django_capture_on_commit_callbacks
+):
+    task_id = send(agent).task_id
+    job = job_of(task_id)
+    args = Task.objects.get(pk=task_id).job_args
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert task_handback(task_id=task_id, job_id=job, job_args=args)
+    task = Task.objects.get(pk=task_id)
+    assert (task.state, task.running_since, task.runner) == ("TASK_STATE_WORKING", None, "")
+    assert (task.job_id, task.job_args) == (job, args) and task.job_queued_at is not None
+    assert published == [(job, task_id, args["position"], "agents")]
+    assert task_claim(task_id=task_id, job_id=job, runner="w2") == "claimed"
+
+
+def test_a_run_canceled_as_it_is_handed_back_ends_canceled(agent):
+    task_id = send(agent).task_id
+    job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
+    assert not task_handback(task_id=task_id, job_id=job, job_args=args)
+    task = Task.objects.get(pk=task_id)
+    assert task.state == "TASK_STATE_CANCELED" and task.job_id == ""
+
+
+def test_an_unclaimed_job_of_a_stopping_worker_is_queued_again_only_if_awaited(
+    agent, published
+):
+    task_id = send(agent).task_id
+    job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
+    assert task_job_requeue(task_id=task_id, job_id=job, job_args=args)
+    assert task_claim(task_id=task_id, job_id=job) == "claimed"
+    assert not task_job_requeue(task_id=task_id, job_id=job, job_args=args)
+    assert published == [(job, task_id, args["position"], "agents")]

@@ -1,0 +1,160 @@
+"""The rows every A2A call starts from, kept per process for `A2A_AUTH_CACHE_SECONDS`: the
+active agent at a URL, and an API key's row by its (public) prefix.
+
+A time bound, not invalidation messages: agents, tenants and keys change through the admin, the
+console, the services, management commands, queryset updates, cascades and SQL, and every
+process (each daphne, the gRPC sidecar) would have to hear of each. An entry is used only while
+younger than the bound, counted from before the query that read it, so whatever committed
+before that query is seen, and a change (a revoked key, a deactivated agent or tenant) reaches
+every process within the bound, with nothing to coordinate. docs/decisions.md has the numbers.
+
+Only rows are cached, never a decision: the caller's secret is compared with the stored digest
+on every call (agents.auth), and no raw key is kept. What is not found is not cached (a new
+agent or key works at once; made-up names cannot fill the cache).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from django.conf import settings
+
+from .models import Agent, ApiKey
+from .selectors import agent_get_active
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+# Entries per cache before it starts again empty: far more agents and keys than one process
+# serves at a time, and a bound on memory whatever callers send.
+MAX_ENTRIES = 10_000
+
+# Replaced by tests to move time on.
+clock: Callable[[], float] = time.monotonic
+
+
+class _Timed(Generic[K, V]):
+    def __init__(self) -> None:
+        self._entries: dict[K, tuple[float, V]] = {}
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if clock() >= entry[0]:
+            self._entries.pop(key, None)
+            return None
+        return entry[1]
+
+    def put(self, key: K, value: V, read_at: float) -> None:
+        seconds = settings.A2A_AUTH_CACHE_SECONDS
+        if seconds <= 0:
+            return
+        if len(self._entries) >= MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[key] = (read_at + seconds, value)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """What authentication needs of an API key row: its digest, never the key."""
+
+    pk: int
+    tenant_id: int
+    secret_hash: str
+    principal: str
+    is_tenant_admin: bool
+    agent_id: int | None
+    last_used_at: datetime | None
+
+
+_agents: _Timed[tuple[str, str], Agent] = _Timed()
+_keys: _Timed[str, KeyRow] = _Timed()
+# When this process last wrote (or claimed to write) each key's last_used_at: a cached row
+# still shows the value it was read with.
+_touched: dict[int, datetime] = {}
+_touch_lock = threading.Lock()
+
+
+def agent_cached(*, tenant_slug: str, agent_slug: str) -> Agent | None:
+    """The active agent at this URL if a fresh entry holds it; no database access."""
+    return _agents.get((tenant_slug, agent_slug))
+
+
+def agent_load(*, tenant_slug: str, agent_slug: str) -> Agent:
+    """Read the active agent (AgentNotFound if there is none) and keep it. Cached instances
+    are shared by concurrent calls: read them, never change them."""
+    read_at = clock()
+    agent = agent_get_active(tenant_slug=tenant_slug, agent_slug=agent_slug)
+    _agents.put((tenant_slug, agent_slug), agent, read_at)
+    return agent
+
+
+def agent_active(*, tenant_slug: str, agent_slug: str) -> Agent:
+    """The active agent at this URL, from the cache when fresh (sync callers)."""
+    return agent_cached(tenant_slug=tenant_slug, agent_slug=agent_slug) or agent_load(
+        tenant_slug=tenant_slug, agent_slug=agent_slug
+    )
+
+
+def key_cached(prefix: str) -> KeyRow | None:
+    return _keys.get(prefix)
+
+
+def key_read(prefix: str) -> KeyRow | None:
+    """The unrevoked key with this prefix, from the database (uncached)."""
+    key = (
+        ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True)
+        .only("id", "tenant_id", "secret_hash", "principal", "scopes", "agent_id", "last_used_at")
+        .first()
+    )
+    if key is None:
+        return None
+    return KeyRow(
+        pk=key.pk,
+        tenant_id=key.tenant_id,
+        secret_hash=key.secret_hash,
+        principal=key.principal,
+        is_tenant_admin=key.is_tenant_admin,
+        agent_id=key.agent_id,
+        last_used_at=key.last_used_at,
+    )
+
+
+def key_load(prefix: str) -> KeyRow | None:
+    """Read the key (None if there is no unrevoked key with this prefix) and keep it."""
+    read_at = clock()
+    key = key_read(prefix)
+    if key is not None:
+        _keys.put(prefix, key, read_at)
+    return key
+
+
+def key_touch_due(key: KeyRow, now: datetime, every_seconds: float) -> bool:
+    """Whether this call should record the key's use: when neither the row nor this process's
+    last write is younger than `every_seconds`. Claims the write, so concurrent calls in this
+    process do not repeat it."""
+    with _touch_lock:
+        seen = [t for t in (key.last_used_at, _touched.get(key.pk)) if t is not None]
+        if seen and (now - max(seen)).total_seconds() <= every_seconds:
+            return False
+        if len(_touched) >= MAX_ENTRIES:
+            _touched.clear()
+        _touched[key.pk] = now
+        return True
+
+
+def forget_all() -> None:
+    """Empty every cache of this process (tests; a process that must see a change at once)."""
+    _agents.clear()
+    _keys.clear()
+    with _touch_lock:
+        _touched.clear()

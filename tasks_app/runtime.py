@@ -1,0 +1,203 @@
+"""The agent runtime of a worker process: one asyncio event loop hosting many agent runs.
+
+Celery stays the queue. An `agents` worker runs Celery's `threads` pool with one thread per
+run in flight (`A2A_WORKER_MAX_RUNS`, the prefetch follows it); each thread hands its job to
+this process's event loop and waits, so acks_late, retries, routing and `inspect active` work
+as for any Celery task, while the runs themselves share one loop and spend their time awaiting.
+ORM work goes to the process's bounded database threads (a2a_platform.db).
+
+Around the runs the loop keeps:
+- a heartbeat: every `A2A_WORKER_HEARTBEAT_SECONDS` one UPDATE renews the leases of all the
+  worker's runs, and one read finds cancel requests the doorbell did not deliver;
+- a cancel doorbell: the worker listens on its own channel-layer group, which a cancel request
+  rings with the task's id, so the executor is cancelled within a moment;
+- a drain: on SIGTERM (Celery's warm shutdown) no new run starts, the runs in flight get
+  `A2A_WORKER_GRACE_SECONDS` to finish, then each unfinished one is handed back to the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import socket
+import threading
+import uuid
+from concurrent.futures import Future
+from typing import Any
+
+from a2a.types import TaskState
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+
+from a2a_platform.db import db
+
+from .doorbell import runner_group
+from .execution import HandedBack, Stop, run
+from .services import (
+    task_claim,
+    task_end,
+    task_handback,
+    task_job_requeue,
+    task_release,
+    tasks_heartbeat,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _runner_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40]
+    return f"{host}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+
+
+class Runtime:
+    def __init__(self) -> None:
+        self.runner = _runner_id()
+        self.loop = asyncio.new_event_loop()
+        self.stops: dict[uuid.UUID, Stop] = {}  # the runs in flight; touched only in the loop
+        self.draining = False
+        self._thread = threading.Thread(
+            target=self._serve, name=f"a2a-runtime-{self.runner}", daemon=True
+        )
+        self._thread.start()
+        logger.info("Agent runtime %s started", self.runner)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.create_task(self._heartbeat())
+        self.loop.create_task(self._listen_for_cancels())
+        self.loop.run_forever()
+
+    # --- called from Celery's threads ---------------------------------------------------
+
+    def run_job(self, **job: Any) -> str:
+        """Run one job on the loop and wait for it (the calling thread holds the job)."""
+        future: Future[str] = asyncio.run_coroutine_threadsafe(self._job(**job), self.loop)
+        return future.result()
+
+    def drain(self, grace: float) -> None:
+        """Take no new runs; hand back those still running after `grace` seconds."""
+        self.loop.call_soon_threadsafe(self._drain, grace)
+
+    # --- on the loop ----------------------------------------------------------------------
+
+    async def _job(
+        self,
+        *,
+        task_id: uuid.UUID,
+        job_id: str,
+        position: int,
+        configuration: dict[str, Any],
+        extensions: list[str],
+    ) -> str:
+        job_args = {"position": position, "configuration": configuration, "extensions": extensions}
+        if self.draining:
+            # Not claimed: queue the job again for a worker that is staying.
+            await db(task_job_requeue)(task_id=task_id, job_id=job_id, job_args=job_args)
+            return "handed back"
+        if task_id in self.stops:
+            return "busy"  # this worker still runs the task's previous turn
+        # Listening before the claim: a cancel rung as soon as the claim commits is not missed.
+        stop = self.stops[task_id] = Stop()
+        try:
+            claim = await db(task_claim)(task_id=task_id, job_id=job_id, runner=self.runner)
+            if claim != "claimed":
+                return claim
+            try:
+                await run(task_id, position, configuration, extensions, stop)
+            except HandedBack:
+                handed = await db(task_handback)(task_id=task_id, job_id=job_id, job_args=job_args)
+                logger.info("Task %s %s", task_id, "handed back" if handed else "ended meanwhile")
+                return "handed back"
+            except Exception as exc:
+                # Whatever broke outside the executor (the database, the platform), the task
+                # must not be left working with no run behind it.
+                logger.exception("Run of task %s failed", task_id)
+                await db(task_end)(
+                    task_id=task_id,
+                    state=TaskState.TASK_STATE_FAILED,
+                    reason=f"The platform could not run the agent ({type(exc).__name__}: {exc}).",
+                )
+            await db(task_release)(task_id=task_id)
+            return claim
+        finally:
+            del self.stops[task_id]
+
+    def _stop(self, task_id: uuid.UUID, reason: str) -> None:
+        stop = self.stops.get(task_id)
+        if stop is not None:
+            stop.request(reason)
+
+    def _drain(self, grace: float) -> None:
+        if self.draining:
+            return
+        self.draining = True
+        logger.info("Worker stopping: %d runs in flight get %g s to finish", len(self.stops), grace)
+
+        def hand_back() -> None:
+            if self.stops:
+                logger.warning("Handing back %d unfinished runs", len(self.stops))
+            for task_id in list(self.stops):
+                self._stop(task_id, Stop.HANDBACK)
+
+        self.loop.call_later(grace, hand_back)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(settings.A2A_WORKER_HEARTBEAT_SECONDS)
+            if not self.stops:
+                continue
+            try:
+                canceled = await db(tasks_heartbeat)(runner=self.runner)
+            except Exception:
+                logger.warning("Heartbeat of %s failed; retrying", self.runner, exc_info=True)
+                continue
+            for task_id in canceled:
+                self._stop(task_id, Stop.CANCEL)
+
+    async def _listen_for_cancels(self) -> None:
+        layer = get_channel_layer()
+        if layer is None or isinstance(layer, InMemoryChannelLayer):
+            return  # no cross-process doorbell: the heartbeat finds cancel requests
+        group = runner_group(self.runner)
+        channel = None
+        while True:
+            try:
+                if channel is None:
+                    channel = await layer.new_channel()
+                # Joined again on every round: a group forgets members after a day, and Redis
+                # may have restarted.
+                await layer.group_add(group, channel)
+                # A short wait per round: a receive blocked for longer than the Redis client's
+                # read timeout fails instead of waiting.
+                message = await asyncio.wait_for(layer.receive(channel), timeout=3)
+            except TimeoutError:
+                continue
+            except Exception:  # Redis away: the heartbeat covers cancels until it is back
+                logger.warning("Cancel doorbell of %s lost; retrying", self.runner, exc_info=True)
+                channel = None
+                await asyncio.sleep(settings.A2A_WORKER_HEARTBEAT_SECONDS)
+                continue
+            if message.get("type") == "task.cancel":
+                self._stop(uuid.UUID(message["task"]), Stop.CANCEL)
+
+
+_runtime: Runtime | None = None
+_lock = threading.Lock()
+
+
+def runtime() -> Runtime:
+    """This process's runtime, started on first use."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = Runtime()
+        return _runtime
+
+
+def drain(grace: float | None = None) -> None:
+    """Start draining, if this process has a runtime (Celery's warm shutdown calls this)."""
+    if _runtime is not None:
+        _runtime.drain(settings.A2A_WORKER_GRACE_SECONDS if grace is None else grace)

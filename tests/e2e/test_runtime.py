@@ -1,0 +1,197 @@
+"""The agent runtime on real worker processes: many runs on one event loop, cancel through the
+doorbell, separate queues, and what a stopping or dying worker does with its runs.
+
+No timings are asserted: concurrency is read from the runs' own start and end records, and
+every wait is bounded only so that a broken runtime fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from a2a_platform.queues import queue_depths
+from push_app.models import Delivery
+from tasks_app.models import TERMINAL_STATES, Task, TaskEvent
+
+from ..conftest import stop_process
+from .clients import raw_send
+from .webhook import Receiver
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+RECORDER = "tests.agents.sample_executors.SleepRecorder"
+HEADERS = {"A2A-Version": "1.0"}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what or predicate}")
+        time.sleep(0.1)
+
+
+def rpc(url: str, key: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    answer = httpx.post(url, headers={**HEADERS, "X-API-Key": key}, json=body, timeout=60).json()
+    assert "result" in answer, answer
+    return answer["result"]
+
+
+def send_nonblocking(url: str, key: str, text: str, **params: Any) -> str:
+    body = raw_send(text, return_immediately=True)
+    body["params"]["configuration"].update(params)
+    answer = httpx.post(url, headers={**HEADERS, "X-API-Key": key}, json=body, timeout=60).json()
+    return answer["result"]["task"]["id"]
+
+
+def state_of(task_id: str) -> str:
+    return Task.objects.values_list("state", flat=True).get(pk=task_id)
+
+
+@pytest.fixture
+def own_worker(live_platform) -> Iterator[Callable[..., Any]]:
+    """Replace the session's agents worker with one started here (with the given settings),
+    so the test knows exactly which process runs its tasks; the session's comes back after."""
+    stop_process(live_platform.worker)
+    started: list[Any] = []
+
+    def start(name: str, **env: str) -> Any:
+        proc = live_platform.start_worker(name, **env)
+        started.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            stop_process(proc)
+        live_platform.worker = live_platform.start_worker("worker")
+
+
+def test_one_worker_process_runs_many_agent_runs_at_once(
+    live_platform, own_worker, make_tenant, make_agent, make_key, settings
+):
+    settings.A2A_PYTHON_EXECUTORS = [RECORDER]
+    tenant = make_tenant()
+    agent = make_agent(
+        tenant, "sleeper", kind="python", config={"class_path": RECORDER, "init_kwargs": {}}
+    )
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    # Queued while no agents worker runs, so the runs' overlap says what the worker does, not
+    # how fast this test can send.
+    task_ids = [send_nonblocking(url, key, f"run {n}") for n in range(50)]
+    worker = own_worker("many")
+    wait_for(
+        lambda: Task.objects.filter(pk__in=task_ids, state__in=TERMINAL_STATES).count() == 50,
+        what="50 terminal runs",
+    )
+    tasks = Task.objects.filter(pk__in=task_ids)
+    assert {t.state for t in tasks} == {"TASK_STATE_COMPLETED"}
+    records = [json.loads(t.artifacts.get().data["parts"][0]["text"]) for t in tasks]
+    assert {r["pid"] for r in records} == {worker.pid}, "every run on the one worker process"
+    # The most runs in flight at one moment: sweep the runs' own start and end records.
+    edges = sorted([(r["start"], 1) for r in records] + [(r["end"], -1) for r in records])
+    in_flight = peak = 0
+    for _, step in edges:
+        in_flight += step
+        peak = max(peak, in_flight)
+    assert peak >= 40, f"at most {peak} of 50 runs were in flight at once"
+
+
+def test_cancel_reaches_the_running_executor_through_the_doorbell(
+    live_platform, own_worker, make_tenant, make_agent, make_key
+):
+    tenant = make_tenant()
+    agent = make_agent(tenant, "slow", config={"delay_seconds": 120})
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    # The database safety net looks only every 100 s: only the doorbell can be this quick.
+    own_worker("bell", A2A_TASK_LEASE_SECONDS="600", A2A_WORKER_HEARTBEAT_SECONDS="100")
+
+    task_id = send_nonblocking(url, key, "stop me")
+    wait_for(lambda: state_of(task_id) == "TASK_STATE_WORKING", what="the run to start")
+    canceled = rpc(url, key, "CancelTask", {"id": task_id})
+
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    # The echo executor's own cancel() said so (no status message); the platform's fallback
+    # after A2A_CANCEL_TIMEOUT_SECONDS would have left "did not stop within ...".
+    assert "message" not in canceled["status"], canceled["status"]
+    task = Task.objects.get(pk=task_id)
+    assert task.running_since is None and task.runner == ""
+
+
+def test_a_push_delivery_proceeds_while_the_agent_queue_is_saturated(
+    live_platform, own_worker, make_tenant, make_agent, make_key, tmp_path
+):
+    tenant = make_tenant()
+    agent = make_agent(tenant, "busy", config={"delay_seconds": 120}, push_notifications=True)
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    own_worker("small", A2A_WORKER_MAX_RUNS="2")
+    receiver = Receiver(directory=tmp_path / "webhooks").start()
+    try:
+        running = [send_nonblocking(url, key, f"hold {n}") for n in range(2)]
+        wait_for(
+            lambda: Task.objects.filter(pk__in=running, running_since__isnull=False).count() == 2,
+            what="both run slots taken",
+        )
+        waiting = [send_nonblocking(url, key, f"wait {n}") for n in range(3)]
+        assert queue_depths()["agents"] >= 1, "the agent queue has jobs no one can take"
+
+        # A task stuck behind them gets a push config, and is canceled (it never ran): that
+        # status event is delivered by the push worker while the agent queue stays full.
+        watched = waiting[-1]
+        rpc(
+            url,
+            key,
+            "CreateTaskPushNotificationConfig",
+            {"taskId": watched, "id": "hook", "url": receiver.url + "/hook"},
+        )
+        rpc(url, key, "CancelTask", {"id": watched})
+        delivered = wait_for(lambda: receiver.requests(), what="the push delivery")
+        assert delivered[0].json()["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+        assert Delivery.objects.get(config__task_id=watched).state == Delivery.State.DELIVERED
+        assert queue_depths()["agents"] >= 1, "the agent queue was still saturated"
+        assert Task.objects.filter(pk__in=running, running_since__isnull=False).count() == 2
+    finally:
+        receiver.stop()
+        for task_id in [*running, *waiting]:
+            if state_of(task_id) not in TERMINAL_STATES:
+                rpc(url, key, "CancelTask", {"id": task_id})
+
+
+def test_a_sigtermed_worker_hands_its_runs_back(
+    live_platform, own_worker, make_tenant, make_agent, make_key
+):
+    tenant = make_tenant()
+    agent = make_agent(tenant, "long", config={"delay_seconds": 3})
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    leaving = own_worker("leaving", A2A_WORKER_GRACE_SECONDS="0.5")
+
+    task_id = send_nonblocking(url, key, "finish me elsewhere")
+    wait_for(lambda: state_of(task_id) == "TASK_STATE_WORKING", what="the run to start")
+    first_runner = Task.objects.get(pk=task_id).runner
+    assert first_runner
+    leaving.send_signal(signal.SIGTERM)
+    assert leaving.wait(timeout=60) == 0
+    log = (live_platform.log_dir / "leaving.log").read_text()
+    assert "Handing back 1 unfinished runs" in log
+
+    task = Task.objects.get(pk=task_id)
+    assert task.state == "TASK_STATE_WORKING" and task.running_since is None
+    assert task.job_id, "the task waits for its job again"
+    own_worker("staying")
+    wait_for(lambda: state_of(task_id) == "TASK_STATE_COMPLETED", what="the run on a new worker")
+    task = Task.objects.get(pk=task_id)
+    assert task.artifacts.get().data["parts"][0]["text"] == "finish me elsewhere"
+    working = TaskEvent.objects.filter(task_id=task_id, state="TASK_STATE_WORKING").count()
+    assert working >= 2, "the second worker ran the agent again from the message"

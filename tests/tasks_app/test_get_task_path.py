@@ -1,0 +1,154 @@
+"""GetTask's path: with the caller cached, one hop to a database thread and one query (the
+task, its history and its artifacts together); the answer is what the plain reads give."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from asgiref.sync import async_to_sync
+from django.db import connection
+from django.db.backends.utils import CursorWrapper
+from django.test import AsyncClient
+
+from a2a_platform import db as db_threads
+from agents.auth import Principal
+from agents.services import api_key_create
+from tasks_app.models import Task
+from tasks_app.selectors import task_get, task_get_row, task_to_proto
+from tasks_app.services import message_send, task_event_record
+
+ALICE = Principal(owner="key:alice")
+
+
+@pytest.fixture
+def queries(monkeypatch) -> Iterator[list[tuple[str, str]]]:
+    """Every SQL statement run in this process, from any thread: (thread name, sql)."""
+    seen: list[tuple[str, str]] = []
+    for name in ("_execute", "_executemany"):
+        real = getattr(CursorWrapper, name)
+
+        def spy(self, sql, *args, _real=real):
+            seen.append((threading.current_thread().name, sql))
+            return _real(self, sql, *args)
+
+        monkeypatch.setattr(CursorWrapper, name, spy)
+    yield seen
+
+
+@pytest.fixture
+def hops(monkeypatch) -> list[str]:
+    """The calls handed to the process's database threads (a2a_platform.db)."""
+    calls: list[str] = []
+    pool = db_threads.executor()
+    real = pool.submit
+
+    def submit(fn, *args, **kwargs):
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(pool, "submit", submit)
+    return calls
+
+
+def _message(text: str, role: Role = Role.ROLE_USER, **fields) -> Message:
+    return Message(message_id=str(uuid.uuid4()), role=role, parts=[Part(text=text)], **fields)
+
+
+def _busy_task(agent, principal: Principal = ALICE) -> str:
+    """A task with three turns of history and two artifacts, made as the worker makes them."""
+    outcome = message_send(
+        agent=agent, principal=principal, request=SendMessageRequest(message=_message("one"))
+    )
+    task_id = str(outcome.task_id)
+    for n, name in enumerate(("first", "second")):
+        artifact = Artifact(artifact_id=name, parts=[Part(text=f"artifact {n}")])
+        task_event_record(
+            task_id=outcome.task_id,
+            event=TaskArtifactUpdateEvent(task_id=task_id, artifact=artifact),
+        )
+    reply = _message("two", Role.ROLE_AGENT, task_id=task_id)
+    status = TaskStatus(state=TaskState.TASK_STATE_INPUT_REQUIRED, message=reply)
+    task_event_record(
+        task_id=outcome.task_id, event=TaskStatusUpdateEvent(task_id=task_id, status=status)
+    )
+    Task.objects.filter(pk=task_id).update(job_id="")  # as if a worker had taken the first turn
+    follow_up = _message("three", task_id=task_id)
+    message_send(agent=agent, principal=principal, request=SendMessageRequest(message=follow_up))
+    return task_id
+
+
+@pytest.mark.parametrize("history_length", [None, 0, 1, 2, 3, 10])
+def test_the_one_query_read_answers_as_the_plain_reads_do(make_tenant, make_agent, history_length):
+    agent = make_agent(make_tenant())
+    task_id = _busy_task(agent)
+    row = task_get_row(agent=agent, principal=ALICE, task_id=task_id)
+    plain = task_to_proto(row, history_length=history_length)
+    got = task_get(agent=agent, principal=ALICE, task_id=task_id, history_length=history_length)
+    assert got == plain
+    assert [a.artifact_id for a in got.artifacts] == ["first", "second"]
+    said = ["one", "two", "three"]
+    expected = said if history_length is None else said[len(said) - history_length :]
+    assert [m.parts[0].text for m in got.history] == (expected if history_length != 0 else [])
+
+
+def test_the_task_row_history_and_artifacts_are_one_query(make_tenant, make_agent, queries):
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-query read is PostgreSQL's; SQLite reads the three plainly")
+    agent = make_agent(make_tenant())
+    task_id = _busy_task(agent)
+    queries.clear()
+    task = task_get(agent=agent, principal=ALICE, task_id=task_id, history_length=2)
+    assert len(queries) == 1, queries
+    assert len(task.history) == 2 and len(task.artifacts) == 2
+
+
+@pytest.mark.django_db(transaction=True)  # the request reads on the database threads
+def test_a_cached_caller_gets_a_task_in_one_hop_and_one_query(
+    make_tenant, make_agent, queries, hops, monkeypatch
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-query read is PostgreSQL's; SQLite reads the three plainly")
+    # No worker may change the task between the two reads (a live one may be running).
+    monkeypatch.setattr("tasks_app.services._enqueue_run", lambda *args: None)
+    tenant = make_tenant()
+    agent = make_agent(tenant)
+    _, secret = api_key_create(tenant=tenant, name="alice", principal="alice")
+    task_id = _busy_task(agent)
+    url = f"/a2a/{tenant.slug}/{agent.slug}/"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+    headers = {"X-API-Key": secret, "A2A-Version": "1.0"}
+
+    async def get() -> dict:
+        response = await AsyncClient().post(
+            url, json.dumps(body), content_type="application/json", headers=headers
+        )
+        assert response.status_code == 200
+        return response.json()["result"]
+
+    # given a first call, which reads the agent and the key (one hop) and the task (another)
+    first = async_to_sync(get)()
+    assert len(hops) == 3  # the caller's rows, the key's last use, the task
+    # when the same caller asks again
+    queries.clear()
+    hops.clear()
+    again = async_to_sync(get)()
+    # then one hop to a database thread, one query
+    assert again == first and len(again["history"]) == 3 and len(again["artifacts"]) == 2
+    assert len(hops) == 1, hops
+    assert len(queries) == 1, queries
+    assert queries[0][0].startswith("a2a-db") and 'FROM "tasks_app_task"' in queries[0][1]
