@@ -35,9 +35,9 @@ trap cleanup EXIT INT TERM
 $PY manage.py rungrpc & pids+=($!)
 # One worker per queue: agent runs (many at once on one event loop), push deliveries, and
 # maintenance (the reaper and the push dispatcher).
-for role in agents push maintenance; do
-  $PY manage.py celeryworker "$role" --loglevel=INFO -n "$role@%h" & pids+=($!)
-done
+$PY manage.py celeryworker agents --loglevel=INFO -n agents@%h & pids+=($!)
+$PY manage.py celeryworker push --loglevel=INFO -n push@%h & pids+=($!)
+$PY manage.py celeryworker maintenance --loglevel=INFO -n maintenance@%h & pids+=($!)
 .venv/bin/celery -A a2a_platform beat --loglevel=INFO \
   --schedule "$A2A_VAR_DIR/celerybeat-schedule" & pids+=($!)
 # Stop everything as soon as any one process exits.
