@@ -25,9 +25,9 @@ from a2a_platform.db import db
 from agents.executors import executor_build
 
 from .errors import A2AError
-from .models import INTERRUPTED_STATES, TERMINAL_STATES, Task
+from .models import Task
 from .selectors import task_to_proto
-from .services import task_end, task_event_record
+from .services import task_claim, task_end, task_event_record
 
 logger = logging.getLogger(__name__)
 
@@ -67,28 +67,34 @@ def _fail(task_id: uuid.UUID, reason: str) -> None:
     task_end(task_id=task_id, state=TaskState.TASK_STATE_FAILED, reason=reason)
 
 
-def _load(task_id: uuid.UUID, position: int) -> tuple[Task, MessageProto, Any]:
+Loaded = tuple[Task, MessageProto, Any]
+
+
+def claim(
+    *, task_id: uuid.UUID, job_id: str, runner: str, position: int
+) -> tuple[str, Loaded | None]:
+    """Claim the task for this run and, if claimed, read what the run needs: one hop."""
+    outcome = task_claim(task_id=task_id, job_id=job_id, runner=runner)
+    if outcome != "claimed":
+        return outcome, None
     task = Task.objects.select_related("agent__tenant").get(pk=task_id)
     message = ParseDict(task.messages.get(position=position).data, MessageProto())
-    return task, message, task_to_proto(task)
-
-
-def _state(task_id: uuid.UUID) -> str:
-    return Task.objects.values_list("state", flat=True).get(pk=task_id)
+    return outcome, (task, message, task_to_proto(task))
 
 
 async def run(
     task_id: uuid.UUID,
-    position: int,
+    loaded: Loaded,
     configuration: dict[str, Any],
     extensions: list[str],
     stop: Stop,
 ) -> None:
-    """Run the agent on the message at `position` of a task this worker has claimed.
+    """Run the agent on a task this worker has claimed (`loaded` by `claim`). The caller
+    releases the task afterwards, which also fails it if the executor left it unsettled.
 
     Raises HandedBack when `stop` asks for a hand-back before the executor finished.
     """
-    task, message, current = await db(_load)(task_id, position)
+    task, message, current = loaded
     agent = task.agent
     fail = db(_fail)
     try:
@@ -137,10 +143,6 @@ async def run(
         )
         logger.warning("Agent %s failed on task %s: %s", agent, task_id, reason)
         await fail(task_id, f"The agent failed: {reason}")
-        return
-    state = await db(_state)(task_id)
-    if state not in TERMINAL_STATES and state not in INTERRUPTED_STATES:
-        await fail(task_id, f"The agent's executor returned while the task was still {state}.")
 
 
 async def _cancel(

@@ -34,9 +34,8 @@ from django.conf import settings
 from a2a_platform.db import db
 
 from .doorbell import runner_group
-from .execution import HandedBack, Stop, run
+from .execution import HandedBack, Stop, claim, run
 from .services import (
-    task_claim,
     task_end,
     task_handback,
     task_job_requeue,
@@ -102,11 +101,13 @@ class Runtime:
         # Listening before the claim: a cancel rung as soon as the claim commits is not missed.
         stop = self.stops[task_id] = Stop()
         try:
-            claim = await db(task_claim)(task_id=task_id, job_id=job_id, runner=self.runner)
-            if claim != "claimed":
-                return claim
+            outcome, loaded = await db(claim)(
+                task_id=task_id, job_id=job_id, runner=self.runner, position=position
+            )
+            if loaded is None:
+                return outcome
             try:
-                await run(task_id, position, configuration, extensions, stop)
+                await run(task_id, loaded, configuration, extensions, stop)
             except HandedBack:
                 handed = await db(task_handback)(task_id=task_id, job_id=job_id, job_args=job_args)
                 logger.info("Task %s %s", task_id, "handed back" if handed else "ended meanwhile")
@@ -120,8 +121,8 @@ class Runtime:
                     state=TaskState.TASK_STATE_FAILED,
                     reason=f"The platform could not run the agent ({type(exc).__name__}: {exc}).",
                 )
-            await db(task_release)(task_id=task_id)
-            return claim
+            await db(task_release)(task_id=task_id, executor_returned=True)
+            return outcome
         finally:
             del self.stops[task_id]
 

@@ -566,9 +566,11 @@ def tasks_heartbeat(*, runner: str) -> list[uuid.UUID]:
     return list(mine.filter(cancel_requested=True).values_list("pk", flat=True))
 
 
-def task_release(*, task_id: uuid.UUID) -> None:
+def task_release(*, task_id: uuid.UUID, executor_returned: bool = False) -> None:
     """End a run's hold on the task. A cancel that arrived as the run was ending is honoured
-    here, so the canceling caller does not wait for a worker that is gone."""
+    here, so the canceling caller does not wait for a worker that is gone. After an executor
+    returned (`executor_returned`), a task it left neither ended nor waiting for input is
+    failed: nothing would ever move it again."""
     with transaction.atomic():
         task = Task.objects.select_for_update().filter(pk=task_id).first()
         if task is None:
@@ -579,6 +581,12 @@ def task_release(*, task_id: uuid.UUID) -> None:
         if task.cancel_requested and not task.is_terminal:
             _end_by_platform(
                 task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
+            )
+        elif executor_returned and not task.is_terminal and task.state not in INTERRUPTED_STATES:
+            _end_by_platform(
+                task,
+                TaskState.TASK_STATE_FAILED,
+                f"The agent's executor returned while the task was still {task.state}.",
             )
         task.save()
 

@@ -362,3 +362,24 @@ def test_an_unclaimed_job_of_a_stopping_worker_is_queued_again_only_if_awaited(
     assert task_claim(task_id=task_id, job_id=job) == "claimed"
     assert not task_job_requeue(task_id=task_id, job_id=job, job_args=args)
     assert published == [(job, task_id, args["position"], "agents")]
+
+
+def test_a_run_whose_executor_left_the_task_unsettled_is_failed_on_release(agent):
+    working, asking, canceled = send(agent).task_id, send(agent).task_id, send(agent).task_id
+    for task_id in (working, asking, canceled):
+        assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w1") == "claimed"
+        task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING))
+    task_event_record(task_id=asking, event=status(asking, TaskState.TASK_STATE_INPUT_REQUIRED))
+    task_cancel_request(agent=agent, principal=ALICE, task_id=str(canceled))
+
+    for task_id in (working, asking, canceled):
+        task_release(task_id=task_id, executor_returned=True)
+
+    failed = task_get(agent=agent, principal=ALICE, task_id=str(working))
+    assert failed.status.state == TaskState.TASK_STATE_FAILED
+    assert "returned while the task was still TASK_STATE_WORKING" in (
+        failed.status.message.parts[0].text
+    )
+    assert Task.objects.get(pk=asking).state == "TASK_STATE_INPUT_REQUIRED"
+    assert Task.objects.get(pk=canceled).state == "TASK_STATE_CANCELED"
+    assert not Task.objects.filter(running_since__isnull=False).exists()
