@@ -272,8 +272,9 @@ CELERY_TASK_ROUTES = {
 
 # --- The agent runtime (tasks_app.runtime): one event loop per worker process ---
 # Agent runs in flight at once in one `agents` worker process (its thread pool's size; the
-# broker prefetches as many).
-A2A_WORKER_MAX_RUNS = _positive_int("A2A_WORKER_MAX_RUNS", 100)
+# broker prefetches as many). A run awaiting a model costs about 64 KiB; lower it for agents
+# that compute rather than wait.
+A2A_WORKER_MAX_RUNS = _positive_int("A2A_WORKER_MAX_RUNS", 1000)
 # On SIGTERM, in-flight runs get this long to finish; then their claims go back to the queue.
 A2A_WORKER_GRACE_SECONDS = _positive_float("A2A_WORKER_GRACE_SECONDS", 20.0)
 # Threads of a push worker process (each delivery is one blocking HTTP request).

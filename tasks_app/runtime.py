@@ -40,6 +40,7 @@ from .services import (
     task_handback,
     task_job_requeue,
     task_release,
+    tasks_cancel_requested,
     tasks_heartbeat,
 )
 
@@ -158,10 +159,26 @@ class Runtime:
             for task_id in canceled:
                 self._stop(task_id, Stop.CANCEL)
 
+    async def _poll_for_cancels(self) -> None:
+        """Without a doorbell, read the cancel flags of this worker's runs as often as waiters
+        poll the event log: one indexed read per worker, not one per run."""
+        while True:
+            await asyncio.sleep(settings.A2A_POLL_INTERVAL_SECONDS)
+            if not self.stops:
+                continue
+            try:
+                canceled = await db(tasks_cancel_requested)(runner=self.runner)
+            except Exception:
+                logger.warning("Cancel poll of %s failed; retrying", self.runner, exc_info=True)
+                continue
+            for task_id in canceled:
+                self._stop(task_id, Stop.CANCEL)
+
     async def _listen_for_cancels(self) -> None:
         layer = get_channel_layer()
         if layer is None or isinstance(layer, InMemoryChannelLayer):
-            return  # no cross-process doorbell: the heartbeat finds cancel requests
+            await self._poll_for_cancels()  # no cross-process doorbell (the embedded profile)
+            return
         group = runner_group(self.runner)
         channel = None
         while True:

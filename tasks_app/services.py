@@ -561,9 +561,14 @@ def tasks_heartbeat(*, runner: str) -> list[uuid.UUID]:
     """Renew the leases of every run of worker `runner` in one UPDATE; return those of its
     tasks with a cancel request (the safety net under the cancel doorbell)."""
     lease = timezone.now() + timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
-    mine = Task.objects.filter(runner=runner, running_since__isnull=False)
-    mine.update(lease_expires_at=lease)
-    return list(mine.filter(cancel_requested=True).values_list("pk", flat=True))
+    Task.objects.filter(runner=runner, running_since__isnull=False).update(lease_expires_at=lease)
+    return tasks_cancel_requested(runner=runner)
+
+
+def tasks_cancel_requested(*, runner: str) -> list[uuid.UUID]:
+    """The running tasks of worker `runner` that a caller asked to cancel."""
+    mine = Task.objects.filter(runner=runner, running_since__isnull=False, cancel_requested=True)
+    return list(mine.values_list("pk", flat=True))
 
 
 def task_release(*, task_id: uuid.UUID, executor_returned: bool = False) -> None:
