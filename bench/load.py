@@ -1,0 +1,697 @@
+"""The load client of bench/compare.py: one process, asyncio + httpx, A2A v1.0 JSON-RPC.
+
+    .venv/bin/python bench/load.py < spec.json > result.json
+
+compare.py spawns it once per measurement, with a JSON spec on stdin (`kind` and its
+parameters, below); it prints one JSON object. Every result carries the client's own CPU use
+(`client`: CPU seconds and per cent of one core over the measured window), so a saturated
+client is seen, and, given `watch` ({"name": [root pids]}), the CPU the watched process trees
+used meanwhile. Every loop is bounded by a count and a deadline.
+
+kinds:
+- `closed`: `concurrency` clients, each sending its next request when the last one answered,
+  for `warmup` + `duration` seconds; `op` is `send` (blocking SendMessage), `send_nowait`
+  (configuration.returnImmediately), `get` (GetTask on `task_ids`), or `stream`
+  (SendStreamingMessage: time to the first and to the final event, the first event's state).
+  After `send_nowait` it waits (at most `drain_timeout`) until the agent has no submitted or
+  working task, and reports the sustained rate over that whole time.
+- `io`: `count` non-blocking sends, then GetTask polls until every task is terminal.
+- `memory`: `count` non-blocking sends to an agent that awaits long, then the RSS of the
+  `rss` process trees once all runs are working (or `wait_timeout` passed); then cancels them.
+- `cancel`: `samples` times: start a task, wait until working, CancelTask, then GetTask until
+  canceled.
+- `scale`: GetTask and ListTasks variants, one at a time, on `seeded` stored tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import resource
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TERMINAL = {
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_REJECTED",
+}
+SETTLED = TERMINAL | {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# --- /proc --------------------------------------------------------------------------------
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def tree(roots: list[int]) -> list[int]:
+    """The roots and all their descendants that are alive."""
+    children = _children_map()
+    seen: list[int] = []
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in seen or not Path(f"/proc/{pid}").exists():
+            continue
+        seen.append(pid)
+        todo.extend(children.get(pid, []))
+    return seen
+
+
+def rss_kib(roots: list[int]) -> int:
+    """Summed VmRSS of the process trees (shared pages count in each process, as ps shows)."""
+    total = 0
+    for pid in tree(roots):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def cpu_seconds(roots: list[int]) -> float:
+    total = 0
+    for pid in tree(roots):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores since boot, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+class Meter:
+    """CPU used by this client and by the watched trees between start() and stop()."""
+
+    def __init__(self, watch: dict[str, list[int]]) -> None:
+        self.watch = watch
+
+    def start(self) -> None:
+        self.wall = time.perf_counter()
+        self.own = own_cpu()
+        self.trees = {name: cpu_seconds(pids) for name, pids in self.watch.items()}
+        self.machine = machine_jiffies()
+
+    def stop(self) -> dict[str, Any]:
+        wall = time.perf_counter() - self.wall
+        own = own_cpu() - self.own
+        out: dict[str, Any] = {
+            "wall_s": round(wall, 3),
+            "client": {"cpu_s": round(own, 3), "cpu_pct": round(100 * own / wall, 1)},
+        }
+        ours = own
+        for name, pids in self.watch.items():
+            # Live processes only: one that exited meanwhile takes its CPU time with it.
+            used = max(0.0, cpu_seconds(pids) - self.trees[name])
+            ours += used
+            out[name] = {"cpu_s": round(used, 3), "cpu_pct": round(100 * used / wall, 1)}
+        # The machine's whole CPU use meanwhile, and what of it was neither this client nor the
+        # watched processes: other work on a shared box, which makes figures noisy.
+        busy, total = machine_jiffies()
+        cores = os.cpu_count() or 1
+        busy_s = (busy - self.machine[0]) / max(1, total - self.machine[1]) * wall * cores
+        out["machine"] = {
+            "busy_pct": round(100 * busy_s / wall, 1),
+            "others_pct": round(max(0.0, 100 * (busy_s - ours) / wall), 1),
+        }
+        return out
+
+
+# --- protocol -----------------------------------------------------------------------------
+
+
+def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+def message(text: str = "bench") -> dict[str, Any]:
+    return {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+
+
+def send_params(*, nowait: bool) -> dict[str, Any]:
+    params: dict[str, Any] = {"message": message()}
+    if nowait:
+        params["configuration"] = {"returnImmediately": True}
+    return params
+
+
+def seeded_id(i: int) -> str:
+    """The id bench/compare.py's seeders give stored task i."""
+    return f"00000000-0000-4000-8000-{i:012d}"
+
+
+class RpcError(Exception):
+    pass
+
+
+async def call(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any]) -> Any:
+    response = await http.post(url, json=rpc(method, params))
+    if response.status_code != 200:
+        raise RpcError(f"HTTP {response.status_code}: {response.text[:200]}")
+    body = response.json()
+    if "error" in body:
+        raise RpcError(f"{method}: {json.dumps(body['error'])[:200]}")
+    return body["result"]
+
+
+def task_state(result: dict[str, Any]) -> str:
+    task = result.get("task", result)
+    return str(task.get("status", {}).get("state", ""))
+
+
+def event_state(event: dict[str, Any]) -> str:
+    if "task" in event:
+        return str(event["task"].get("status", {}).get("state", ""))
+    if "statusUpdate" in event:
+        return str(event["statusUpdate"].get("status", {}).get("state", ""))
+    if "artifactUpdate" in event:
+        return "artifactUpdate"
+    if "message" in event:
+        return "message"
+    return "?"
+
+
+def client(spec: dict[str, Any], connections: int) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        headers={"X-API-Key": spec["key"], "A2A-Version": "1.0"},
+        timeout=httpx.Timeout(spec.get("timeout", 120)),
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+    )
+
+
+def percentiles(values: list[float]) -> dict[str, float | int | None]:
+    """p50/p95/p99 (nearest rank) in milliseconds, and the sample count."""
+    if not values:
+        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
+    ordered = sorted(values)
+
+    def rank(q: float) -> float:
+        return round(
+            ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))] * 1e3, 2
+        )
+
+    return {
+        "n": len(ordered),
+        "p50": rank(0.50),
+        "p95": rank(0.95),
+        "p99": rank(0.99),
+        "max": round(ordered[-1] * 1e3, 2),
+    }
+
+
+async def count_in_state(http: httpx.AsyncClient, url: str, state: str) -> int:
+    result = await call(http, url, "ListTasks", {"status": state, "pageSize": 1})
+    return int(result.get("totalSize", 0))
+
+
+async def unsettled(http: httpx.AsyncClient, url: str) -> int:
+    return await count_in_state(http, url, "TASK_STATE_SUBMITTED") + await count_in_state(
+        http, url, "TASK_STATE_WORKING"
+    )
+
+
+async def wait_until(
+    probe: Any, done: Any, *, timeout: float, interval: float = 0.25
+) -> tuple[bool, float, Any]:
+    """Call `probe()` until `done(value)`, at most `timeout` seconds: (done, seconds, last)."""
+    started = time.perf_counter()
+    value = None
+    while time.perf_counter() - started < timeout:
+        value = await probe()
+        if done(value):
+            return True, time.perf_counter() - started, value
+        await asyncio.sleep(interval)
+    return False, time.perf_counter() - started, value
+
+
+async def gather_limited(limit: int, factories: list[Any]) -> list[Any]:
+    gate = asyncio.Semaphore(limit)
+
+    async def guarded(factory: Any) -> Any:
+        async with gate:
+            try:
+                return await factory()
+            except Exception as exc:  # counted by the caller
+                return exc
+
+    return await asyncio.gather(*(guarded(f) for f in factories))
+
+
+# --- closed loop --------------------------------------------------------------------------
+
+
+async def closed(spec: dict[str, Any]) -> dict[str, Any]:
+    op, url, concurrency = spec["op"], spec["url"], int(spec["concurrency"])
+    warmup, duration = float(spec.get("warmup", 1.0)), float(spec["duration"])
+    task_ids: list[str] = list(spec.get("task_ids", []))
+    meter = Meter(spec.get("watch", {}))
+    latencies: list[float] = []
+    first_event: list[float] = []
+    first_states: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    created: list[str] = []
+    completed = 0
+
+    async with client(spec, concurrency + 4) as http:
+        if op == "get" and not task_ids:
+            for _ in range(20):
+                task_ids.append(
+                    (await call(http, url, "SendMessage", send_params(nowait=False)))["task"]["id"]
+                )
+
+        async def once() -> tuple[float | None, str | None]:
+            """One request: (time to first event, first event's state) for streams."""
+            if op in ("send", "send_nowait"):
+                result = await call(
+                    http, url, "SendMessage", send_params(nowait=op == "send_nowait")
+                )
+                state = task_state(result)
+                created.append(result["task"]["id"])
+                if op == "send" and state != "TASK_STATE_COMPLETED":
+                    raise RpcError(f"blocking send answered {state}")
+                return None, None
+            if op == "get":
+                result = await call(http, url, "GetTask", {"id": random.choice(task_ids)})
+                if not result.get("id"):
+                    raise RpcError("GetTask without id")
+                return None, None
+            if op == "stream":
+                started = time.perf_counter()
+                first: float | None = None
+                first_state = None
+                last_state = ""
+                body = rpc("SendStreamingMessage", send_params(nowait=False))
+                async with http.stream("POST", url, json=body) as response:
+                    if response.status_code != 200:
+                        raise RpcError(f"HTTP {response.status_code}")
+                    async for line in response.aiter_lines():
+                        if not line.startswith("data:"):
+                            continue
+                        if first is None:
+                            first = time.perf_counter() - started
+                        payload = json.loads(line[5:])
+                        if "error" in payload:
+                            raise RpcError(json.dumps(payload["error"])[:200])
+                        last_state = event_state(payload["result"])
+                        if first_state is None:
+                            first_state = last_state
+                if last_state != "TASK_STATE_COMPLETED":
+                    raise RpcError(f"stream ended on {last_state or 'nothing'}")
+                return first, first_state
+            raise SystemExit(f"unknown op {op}")
+
+        begin = time.perf_counter()
+        measure_from = begin + warmup
+        measure_to = measure_from + duration
+
+        async def worker() -> None:
+            nonlocal completed
+            for _ in range(1_000_000):  # bounded; the deadline ends it long before
+                started = time.perf_counter()
+                if started >= measure_to:
+                    return
+                try:
+                    first, first_state = await once()
+                except Exception as exc:
+                    if measure_from <= time.perf_counter() <= measure_to:
+                        errors[str(exc)[:120] or type(exc).__name__] += 1
+                    await asyncio.sleep(0.05)  # a failing server is not hammered
+                    continue
+                ended = time.perf_counter()
+                # What completes inside the window counts: its rate and its latencies.
+                if measure_from <= ended <= measure_to:
+                    completed += 1
+                    latencies.append(ended - started)
+                    if first is not None:
+                        first_event.append(first)
+                    if first_state is not None:
+                        first_states[first_state] += 1
+
+        async def start_meter() -> None:
+            await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
+            meter.start()
+
+        meter_task = asyncio.create_task(start_meter())
+        workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+        await asyncio.sleep(max(0.0, measure_to - time.perf_counter()))
+        await meter_task
+        usage = meter.stop()
+        await asyncio.wait_for(
+            asyncio.gather(*workers), timeout=float(spec.get("timeout", 120)) + 5
+        )
+        out: dict[str, Any] = {
+            "op": op,
+            "concurrency": concurrency,
+            "duration_s": duration,
+            "completed": completed,
+            "rps": round(completed / duration, 1),
+            "latency_ms": percentiles(latencies),
+            "errors": sum(errors.values()),
+            "error_samples": dict(errors.most_common(3)),
+            "usage": usage,
+        }
+        if op == "stream":
+            out["first_event_ms"] = percentiles(first_event)
+            out["first_event_states"] = dict(first_states)
+        if op == "send_nowait":
+            ok, seconds, left = await wait_until(
+                lambda: unsettled(http, url),
+                lambda n: n == 0,
+                timeout=float(spec.get("drain_timeout", 180)),
+                interval=0.5,
+            )
+            whole = time.perf_counter() - begin
+            out["created"] = len(created)
+            out["drained"] = ok
+            out["drain_s"] = round(seconds, 1)
+            out["left_unsettled"] = left
+            out["sustained_tps"] = round(len(created) / whole, 1) if ok else None
+    return out
+
+
+# --- I/O-bound ----------------------------------------------------------------------------
+
+
+async def io(spec: dict[str, Any]) -> dict[str, Any]:
+    url, count = spec["url"], int(spec["count"])
+    meter = Meter(spec.get("watch", {}))
+    async with client(spec, 68) as http:
+        meter.start()
+        started = time.perf_counter()
+        sent = await gather_limited(
+            64, [lambda: call(http, url, "SendMessage", send_params(nowait=True))] * count
+        )
+        accepted_s = time.perf_counter() - started
+        # In the order sent: runs start (and so end) roughly in that order.
+        pending = [r["task"]["id"] for r in sent if isinstance(r, dict)]
+        send_errors = [str(r)[:120] for r in sent if not isinstance(r, dict)]
+        states: Counter[str] = Counter()
+        deadline = started + float(spec.get("wait_timeout", 600))
+        polls = 0
+        # Each round polls the pending tasks 16 at a time, oldest first, and stops at a batch
+        # that is not all terminal: the polling itself stays light (a GetTask per pending task
+        # per round would load the server with the measurement), yet a burst of tasks ending
+        # together is seen within one round.
+        for _ in range(100_000):
+            if not pending or time.perf_counter() >= deadline:
+                break
+            while pending:
+                batch = pending[:16]
+                results = await gather_limited(
+                    16, [lambda i=i: call(http, url, "GetTask", {"id": i}) for i in batch]
+                )
+                polls += len(batch)
+                done = {
+                    task_id: task_state(result)
+                    for task_id, result in zip(batch, results, strict=True)
+                    if isinstance(result, dict) and task_state(result) in TERMINAL
+                }
+                states.update(done.values())
+                pending = [task_id for task_id in pending if task_id not in done]
+                if len(done) < len(batch):
+                    break
+            if pending:
+                await asyncio.sleep(0.1)
+        wall = time.perf_counter() - started
+        usage = meter.stop()
+    return {
+        "count": count,
+        "wall_s": round(wall, 2) if not pending else None,
+        "accepted_s": round(accepted_s, 2),
+        "not_terminal": len(pending),
+        "states": dict(states),
+        "get_task_polls": polls,
+        "send_errors": len(send_errors),
+        "error_samples": send_errors[:3],
+        "usage": usage,
+    }
+
+
+# --- memory per in-flight run -------------------------------------------------------------
+
+
+async def memory(spec: dict[str, Any]) -> dict[str, Any]:
+    url, count = spec["url"], int(spec["count"])
+    roots: list[int] = spec["rss"]
+    async with client(spec, 40) as http:
+        # One run first, so that what a first run loads lazily is in the baseline.
+        warm = await call(http, url, "SendMessage", send_params(nowait=True))
+        await wait_until(
+            lambda: call(http, url, "GetTask", {"id": warm["task"]["id"]}),
+            lambda r: task_state(r) == "TASK_STATE_WORKING",
+            timeout=60,
+            interval=0.1,
+        )
+        await call(http, url, "CancelTask", {"id": warm["task"]["id"]})
+        await wait_until(lambda: unsettled(http, url), lambda n: n == 0, timeout=60, interval=0.2)
+        await asyncio.sleep(1)
+        before = rss_kib(roots)
+        started = time.perf_counter()
+        sent = await gather_limited(
+            32, [lambda: call(http, url, "SendMessage", send_params(nowait=True))] * count
+        )
+        accepted_s = time.perf_counter() - started
+        ids = [r["task"]["id"] for r in sent if isinstance(r, dict)]
+        peak = before
+        working = 0
+        deadline = started + float(spec.get("wait_timeout", 120))
+        for _ in range(100_000):
+            working = await count_in_state(http, url, "TASK_STATE_WORKING")
+            peak = max(peak, rss_kib(roots))
+            if working >= len(ids) or time.perf_counter() >= deadline:
+                break
+            await asyncio.sleep(0.5)
+        all_working_s = time.perf_counter() - started if working >= len(ids) else None
+        await asyncio.sleep(1)
+        working = await count_in_state(http, url, "TASK_STATE_WORKING")
+        after = rss_kib(roots)
+        peak = max(peak, after)
+        processes = len(tree(roots))
+        # Cancel everything, so that nothing of this scenario runs into the next one.
+        cancel_started = time.perf_counter()
+        cancels = await gather_limited(
+            16, [lambda i=i: call(http, url, "CancelTask", {"id": i}) for i in ids]
+        )
+        cleared, clear_s, left = await wait_until(
+            lambda: unsettled(http, url),
+            lambda n: n == 0,
+            timeout=float(spec.get("clear_timeout", 180)),
+            interval=0.5,
+        )
+        cancel_errors = Counter(str(c)[:100] for c in cancels if not isinstance(c, dict))
+    delta = after - before
+    return {
+        "count": count,
+        "accepted": len(ids),
+        "accepted_s": round(accepted_s, 2),
+        "working": working,
+        "all_working_s": round(all_working_s, 1) if all_working_s is not None else None,
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "rss_peak_kib": peak,
+        "processes": processes,
+        "kib_per_run": round(delta / working, 1) if working else None,
+        "cancel_all_s": round(time.perf_counter() - cancel_started, 1),
+        "cleared": cleared,
+        "left_unsettled": left,
+        "cancel_errors": dict(cancel_errors.most_common(3)),
+    }
+
+
+# --- cancel latency -----------------------------------------------------------------------
+
+
+async def cancel(spec: dict[str, Any]) -> dict[str, Any]:
+    url, samples = spec["url"], int(spec["samples"])
+    calls: list[float] = []
+    totals: list[float] = []
+    answered: Counter[str] = Counter()
+    problems: Counter[str] = Counter()
+    deadline = time.perf_counter() + float(spec.get("max_seconds", 300))
+    async with client(spec, 4) as http:
+        for _ in range(samples):
+            if time.perf_counter() > deadline:
+                problems["time budget spent"] += 1
+                break
+            task_id = (await call(http, url, "SendMessage", send_params(nowait=True)))["task"]["id"]
+            ok, _, _ = await wait_until(
+                lambda task_id=task_id: call(http, url, "GetTask", {"id": task_id}),
+                lambda r: task_state(r) == "TASK_STATE_WORKING",
+                timeout=60,
+                interval=0.02,
+            )
+            if not ok:
+                problems["never working"] += 1
+                continue
+            started = time.perf_counter()
+            try:
+                result = await call(http, url, "CancelTask", {"id": task_id})
+                answered[task_state(result)] += 1
+            except RpcError as exc:
+                problems[str(exc)[:100]] += 1
+                continue
+            calls.append(time.perf_counter() - started)
+            ok, _, _ = await wait_until(
+                lambda task_id=task_id: call(http, url, "GetTask", {"id": task_id}),
+                lambda r: task_state(r) == "TASK_STATE_CANCELED",
+                timeout=30,
+                interval=0.005,
+            )
+            if ok:
+                totals.append(time.perf_counter() - started)
+            else:
+                problems["not canceled within 30 s"] += 1
+    return {
+        "samples": samples,
+        "cancel_call_ms": percentiles(calls),
+        "to_canceled_ms": percentiles(totals),
+        "cancel_answered": dict(answered),
+        "problems": dict(problems),
+    }
+
+
+# --- scale: reads over many stored tasks --------------------------------------------------
+
+
+async def scale(spec: dict[str, Any]) -> dict[str, Any]:
+    url, seeded = spec["url"], int(spec["seeded"])
+    iterations, budget = int(spec.get("iterations", 50)), float(spec.get("seconds_per_op", 10))
+    pages = int(spec.get("pages", 20))
+    rng = random.Random(7)
+    out: dict[str, Any] = {"seeded": seeded}
+    async with client(spec, 2) as http:
+
+        async def timed(params_for: Any, check: Any, runs: int) -> dict[str, Any]:
+            values: list[float] = []
+            bad: Counter[str] = Counter()
+            until = time.perf_counter() + budget
+            for n in range(runs):
+                if n >= 3 and time.perf_counter() > until:
+                    break
+                method, params = params_for()
+                started = time.perf_counter()
+                try:
+                    result = await call(http, url, method, params)
+                except RpcError as exc:
+                    bad[str(exc)[:100]] += 1
+                    continue
+                values.append(time.perf_counter() - started)
+                problem = check(result)
+                if problem:
+                    bad[problem] += 1
+            return {**percentiles(values), "problems": dict(bad)}
+
+        def page_of(size: int) -> Any:
+            return lambda r: (
+                None if len(r.get("tasks", [])) == size else f"{len(r.get('tasks', []))} tasks"
+            )
+
+        out["get"] = await timed(
+            lambda: ("GetTask", {"id": seeded_id(rng.randrange(seeded))}),
+            lambda r: None if r.get("id") else "no id",
+            iterations,
+        )
+        out["list_first"] = await timed(
+            lambda: ("ListTasks", {"pageSize": 50}), page_of(50), iterations
+        )
+        first = await call(http, url, "ListTasks", {"pageSize": 50})
+        out["total_size"] = first.get("totalSize")
+        out["list_state"] = await timed(
+            lambda: ("ListTasks", {"pageSize": 50, "status": "TASK_STATE_FAILED"}),
+            page_of(50),
+            iterations,
+        )
+        out["list_context"] = await timed(
+            lambda: (
+                "ListTasks",
+                {"pageSize": 50, "contextId": f"ctx-{rng.randrange(seeded // 10)}"},
+            ),
+            page_of(10),
+            iterations,
+        )
+        # 20 pages deep: each walk starts at the first page and follows nextPageToken.
+        walks: list[float] = []
+        page_times: list[float] = []
+        last_page: list[float] = []
+        bad: Counter[str] = Counter()
+        until = time.perf_counter() + budget * 2
+        for n in range(max(1, iterations // 5)):
+            if n >= 2 and time.perf_counter() > until:
+                break
+            token = ""
+            walk_started = time.perf_counter()
+            for p in range(pages):
+                params: dict[str, Any] = {"pageSize": 50}
+                if token:
+                    params["pageToken"] = token
+                started = time.perf_counter()
+                result = await call(http, url, "ListTasks", params)
+                elapsed = time.perf_counter() - started
+                page_times.append(elapsed)
+                if p == pages - 1:
+                    last_page.append(elapsed)
+                if len(result.get("tasks", [])) != 50:
+                    bad[f"page {p + 1}: {len(result.get('tasks', []))} tasks"] += 1
+                token = result.get("nextPageToken", "")
+                if not token and p < pages - 1:
+                    bad[f"no token after page {p + 1}"] += 1
+                    break
+            walks.append(time.perf_counter() - walk_started)
+        out["list_deep"] = {
+            "pages": pages,
+            "walk": percentiles(walks),
+            "page": percentiles(page_times),
+            "last_page": percentiles(last_page),
+            "problems": dict(bad),
+        }
+    return out
+
+
+KINDS = {"closed": closed, "io": io, "memory": memory, "cancel": cancel, "scale": scale}
+
+
+def main() -> None:
+    spec = json.load(sys.stdin)
+    result = asyncio.run(KINDS[spec["kind"]](spec))
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
