@@ -24,6 +24,7 @@ import re
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -147,29 +148,25 @@ class Runtime:
         self.loop.call_later(grace, hand_back)
 
     async def _heartbeat(self) -> None:
-        while True:
-            await asyncio.sleep(settings.A2A_WORKER_HEARTBEAT_SECONDS)
-            if not self.stops:
-                continue
-            try:
-                canceled = await db(tasks_heartbeat)(runner=self.runner)
-            except Exception:
-                logger.warning("Heartbeat of %s failed; retrying", self.runner, exc_info=True)
-                continue
-            for task_id in canceled:
-                self._stop(task_id, Stop.CANCEL)
+        await self._watch(settings.A2A_WORKER_HEARTBEAT_SECONDS, tasks_heartbeat, "Heartbeat")
 
     async def _poll_for_cancels(self) -> None:
         """Without a doorbell, read the cancel flags of this worker's runs as often as waiters
         poll the event log: one indexed read per worker, not one per run."""
+        await self._watch(settings.A2A_POLL_INTERVAL_SECONDS, tasks_cancel_requested, "Poll")
+
+    async def _watch(
+        self, interval: float, read: Callable[..., list[uuid.UUID]], what: str
+    ) -> None:
+        """Every `interval` while runs are in flight: `read` (by runner) which to cancel."""
         while True:
-            await asyncio.sleep(settings.A2A_POLL_INTERVAL_SECONDS)
+            await asyncio.sleep(interval)
             if not self.stops:
                 continue
             try:
-                canceled = await db(tasks_cancel_requested)(runner=self.runner)
+                canceled = await db(read)(runner=self.runner)
             except Exception:
-                logger.warning("Cancel poll of %s failed; retrying", self.runner, exc_info=True)
+                logger.warning("%s of %s failed; retrying", what, self.runner, exc_info=True)
                 continue
             for task_id in canceled:
                 self._stop(task_id, Stop.CANCEL)
