@@ -113,6 +113,8 @@ async def send_message(
     the task a new conversation creates (v0.1 clients choose their task ids)."""
     check_tenant(caller, request.tenant)
     outcome = await _send(caller, request, new_task_id)
+    if request.configuration.return_immediately and outcome.task is not None:
+        return _history_cut(outcome.task, _history_length(request))  # as the send made it
     if not request.configuration.return_immediately:
         # Follow the log from this message on: a follow-up to an input-required task waits for
         # the agent's next settled state, not the one it already had.
@@ -187,15 +189,23 @@ def _cut_history(item: StreamItem | None, history_length: int | None) -> StreamI
     """A task event with at most `history_length` messages of history, as a snapshot has."""
     if item is None or history_length is None or not item.response.HasField("task"):
         return item
-    history = item.response.task.history
-    if len(history) <= history_length:
+    if len(item.response.task.history) <= history_length:
         return item
-    response = StreamResponse()
-    response.CopyFrom(item.response)
-    kept = list(history)[len(history) - history_length :]
-    del response.task.history[:]
-    response.task.history.extend(kept)
+    response = StreamResponse(task=_history_cut(item.response.task, history_length))
     return dataclasses.replace(item, response=response)
+
+
+def _history_cut(task: TaskProto, history_length: int | None) -> TaskProto:
+    """`task` with at most `history_length` messages of history (the newest), as GetTask
+    reads it; `task` itself is left as it is."""
+    if history_length is None or len(task.history) <= history_length:
+        return task
+    cut = TaskProto()
+    cut.CopyFrom(task)
+    kept = list(task.history)[len(task.history) - history_length :] if history_length else []
+    del cut.history[:]
+    cut.history.extend(kept)
+    return cut
 
 
 async def _snapshot_item(

@@ -65,6 +65,9 @@ class SendOutcome:
     since_seq: int
     # Whether the send made the task; its event at `since_seq` is then the task as created.
     created: bool = False
+    # The task as this send committed it, when the send made it (what a non-blocking send
+    # answers, without reading it again).
+    task: TaskProto | None = None
 
 
 def _dict(message: Any) -> dict[str, Any]:
@@ -150,8 +153,10 @@ def message_send(
         stored.context_id = task.context_id
         _status_message_to_history(task)
         position = _history_append(task, stored)
+        created = None
         if task.last_seq == 0:
-            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=task_to_proto(task)))
+            created = task_to_proto(task)
+            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=created))
         task.job_id = str(uuid.uuid4())
         task.job_args = {
             "position": position,
@@ -165,7 +170,9 @@ def message_send(
         # robust: the message is stored either way; if the broker is down, the reaper queues
         # the run later, and the client must not be told (by an error) to send it again.
         transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args), robust=True)
-    return SendOutcome(task_id=task_pk, since_seq=since_seq, created=not message.task_id)
+    return SendOutcome(
+        task_id=task_pk, since_seq=since_seq, created=not message.task_id, task=created
+    )
 
 
 def _job_configuration(request: SendMessageRequest) -> dict[str, Any]:

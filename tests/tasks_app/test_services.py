@@ -383,3 +383,13 @@ def test_a_run_whose_executor_left_the_task_unsettled_is_failed_on_release(agent
     assert Task.objects.get(pk=asking).state == "TASK_STATE_INPUT_REQUIRED"
     assert Task.objects.get(pk=canceled).state == "TASK_STATE_CANCELED"
     assert not Task.objects.filter(running_since__isnull=False).exists()
+
+
+def test_a_send_that_makes_a_task_hands_back_the_task_as_committed(agent):
+    outcome = send(agent, text="hello")
+    assert outcome.task == task_get(agent=agent, principal=ALICE, task_id=str(outcome.task_id))
+    assert outcome.task.status.state == TaskState.TASK_STATE_SUBMITTED
+    assert [m.parts[0].text for m in outcome.task.history] == ["hello"]
+    ask_for_input(outcome.task_id)
+    follow_up = send(agent, text="more", task_id=str(outcome.task_id))
+    assert follow_up.task is None  # a follow-up's answer is read once the turn settles
