@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.conftest import require
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page
 
@@ -70,8 +72,7 @@ def _why_no_browser() -> str | None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture: without a browser there is no point starting the live platform.
     reason = _why_no_browser()
-    if reason:
-        pytest.skip(reason)
+    require(not reason, reason or "")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -86,8 +87,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def browser(request: pytest.FixtureRequest) -> Iterator[Browser]:
     """Headless Chromium for the tests of this package; they skip when it cannot start."""
     reason = _why_no_browser()
-    if reason:
-        pytest.skip(reason)
+    require(not reason, reason or "")
     # The live platform copies this process's environment when it starts: start it before the
     # variable below is set, so daphne and the worker keep Django's async-safety checks.
     request.getfixturevalue("live_platform")

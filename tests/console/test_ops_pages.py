@@ -43,6 +43,7 @@ from push_app.models import Delivery, DeliveryAttempt, PushConfig
 from push_app.tasks import push_deliver_task
 from tasks_app.models import Task
 from tasks_app.services import message_send, task_event_record
+from tests.conftest import require
 
 CALLER = Principal(owner="key:console-tests")
 
@@ -167,8 +168,7 @@ def broker_of_its_own(settings, monkeypatch) -> Iterator[str]:
     """The Celery app pointed at a Redis database no worker reads, so messages published there
     stay queued even while another test's worker runs on the suite's broker."""
     shared = app.conf.broker_url
-    if not shared.startswith("redis://"):
-        pytest.skip("needs the Redis broker that `bash scripts/test.sh` starts")
+    require(shared.startswith("redis://"), "needs the Redis broker that scripts/test.sh starts")
     own = shared.rsplit("/", 1)[0] + "/9"
     use_broker(own, settings, monkeypatch)
     try:

@@ -39,7 +39,7 @@ from grpc_status import rpc_status
 
 from tasks_app.models import Task
 
-from ..conftest import start_grpc, stop_process
+from ..conftest import require, start_grpc, stop_process
 from .clients import raw_send
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -909,8 +909,7 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     except ImportError:
         import shutil
 
-        if not shutil.which("openssl"):
-            pytest.skip("neither the cryptography package nor the openssl binary is available")
+        require(bool(shutil.which("openssl")), "neither cryptography nor the openssl binary")
         subprocess.run(
             [
                 "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",

@@ -31,6 +31,7 @@ from agents.services import api_key_create
 from tasks_app.models import Task
 from tasks_app.selectors import task_get, task_get_row, task_to_proto
 from tasks_app.services import message_send, task_event_record
+from tests.conftest import require
 
 ALICE = Principal(owner="key:alice")
 
@@ -108,7 +109,7 @@ def test_the_one_query_read_answers_as_the_plain_reads_do(make_tenant, make_agen
 
 def test_the_task_row_history_and_artifacts_are_one_query(make_tenant, make_agent, queries):
     if connection.vendor != "postgresql":
-        pytest.skip("the one-query read is PostgreSQL's; SQLite reads the three plainly")
+        require(False, "the one-query read is PostgreSQL's; SQLite reads the three plainly")
     agent = make_agent(make_tenant())
     task_id = _busy_task(agent)
     queries.clear()
@@ -122,7 +123,7 @@ def test_a_cached_caller_gets_a_task_in_one_hop_and_one_query(
     make_tenant, make_agent, queries, hops, monkeypatch
 ):
     if connection.vendor != "postgresql":
-        pytest.skip("the one-query read is PostgreSQL's; SQLite reads the three plainly")
+        require(False, "the one-query read is PostgreSQL's; SQLite reads the three plainly")
     # No worker may change the task between the two reads (a live one may be running).
     monkeypatch.setattr("tasks_app.services._enqueue_run", lambda *args: None)
     tenant = make_tenant()

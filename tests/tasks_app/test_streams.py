@@ -24,6 +24,7 @@ from agents.auth import Principal
 from tasks_app.doorbell import Doorbell
 from tasks_app.services import message_send, task_event_record
 from tasks_app.streams import EventFollower
+from tests.conftest import require
 
 pytestmark = pytest.mark.django_db(transaction=True)  # waiters read on the database threads
 
@@ -35,8 +36,7 @@ GUARD_SECONDS = 60.0
 
 @pytest.fixture
 def doorbell(settings, monkeypatch):
-    if not settings.REDIS_URL:
-        pytest.skip("the doorbell is a shared (Redis) channel layer")
+    require(bool(settings.REDIS_URL), "the doorbell is a shared (Redis) channel layer")
     settings.A2A_POLL_INTERVAL_SECONDS = SLOW_POLL_SECONDS
     monkeypatch.setattr("tasks_app.services._enqueue_run", lambda *args: None)  # no worker
 

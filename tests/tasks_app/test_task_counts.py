@@ -37,6 +37,7 @@ from tasks_app.services import (
     task_release,
     tasks_reap,
 )
+from tests.conftest import require
 
 ALICE = Principal(owner="key:alice")
 BOB = Principal(owner="key:bob")
@@ -206,7 +207,7 @@ def test_concurrent_state_changes_neither_deadlock_nor_lose_counts(
     make_tenant, make_agent, monkeypatch
 ):
     if connection.vendor != "postgresql":
-        pytest.skip("row locks and their order are PostgreSQL's; SQLite has one writer at a time")
+        require(False, "row locks and their order are PostgreSQL's; SQLite has one writer")
     # Sends commit here, which would queue real agent runs: the states below are the test's.
     monkeypatch.setattr(services, "_enqueue_run", lambda *args: None)
     # given one owner's tasks, all in one shard, so every change below touches the same rows
