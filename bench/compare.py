@@ -1190,7 +1190,7 @@ def versions() -> dict[str, str]:
         "uvicorn",
         "sqlalchemy",
         "asyncpg",
-        "httpx",
+        "aiohttp",
         "django",
         "daphne",
         "celery",
