@@ -15,15 +15,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "a2a_platform.settings")
 
 django_asgi_app = get_asgi_application()
 
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 from collections.abc import Awaitable, Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.core.exceptions import SuspiciousOperation  # noqa: E402
-from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.core.exceptions import RequestAborted, SuspiciousOperation  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 from django.http import HttpRequest, HttpResponseBase, HttpResponseNotFound  # noqa: E402
+from django.urls import set_script_prefix  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
 
 # The middleware of the A2A protocol paths: of settings.MIDDLEWARE, those whose hooks only read
@@ -63,7 +66,7 @@ class A2AProtocolHandler(ASGIHandler):
     started per request, a dozen hops to it, and a join of that thread on the event loop when
     the request ends. The A2A views are async and do their database work on the process's
     database threads (a2a_platform.db), so here only A2A_PATH_MIDDLEWARE runs, in the event
-    loop; Django's request_started/finished signals still run, on asgiref's one sync thread.
+    loop, and the request goes to the view without the signals' thread hops (`handle`).
     """
 
     def load_middleware(self, is_async: bool = False) -> None:
@@ -80,6 +83,46 @@ class A2AProtocolHandler(ASGIHandler):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         await self.handle(scope, receive, send)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """ASGIHandler.handle without its two hops to asgiref's sync thread per request: the
+        `request_started` signal and `response.close()` (which sends `request_finished`) run
+        there because their receivers tidy up database connections. No database connection
+        lives on the event loop's thread (a2a_platform.db gives each call on the database
+        threads its own tidy-up), so the signal is skipped and the response closed here."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            body_file.close()
+            await self.send_response(error_response, send)
+            error_response.close()
+            return
+
+        async def process_request() -> HttpResponseBase:
+            response = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):  # the client went away
+                await self.send_response(response, send)
+            return response
+
+        # As Django does: a disconnect while the view runs (a stream's client going away)
+        # cancels the view.
+        disconnect = asyncio.create_task(self.listen_for_disconnect(receive))
+        serve = asyncio.create_task(process_request())
+        try:
+            await asyncio.wait((disconnect, serve), return_when=asyncio.FIRST_COMPLETED)
+            for task in (disconnect, serve):
+                if not task.done():
+                    task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, RequestAborted):
+                    await task
+            if not serve.cancelled():
+                serve.result().close()
+        finally:
+            body_file.close()
 
 
 class A2APaths:
