@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -28,12 +29,16 @@ def _shared_layer():  # type: ignore[no-untyped-def]
     return layer
 
 
-def ring(task_id: uuid.UUID | str, seq: int) -> None:
+def ring(task_id: uuid.UUID | str, seq: int, kind: str = "", state: str = "") -> None:
+    """Say that event `seq` (of `kind`, leaving the task in `state`) was written, so a waiter
+    for the task's end need not read the log for an event that does not end it."""
     layer = _shared_layer()
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(_group(task_id), {"type": "task.event", "seq": seq})
+        async_to_sync(layer.group_send)(
+            _group(task_id), {"type": "task.event", "seq": seq, "kind": kind, "state": state}
+        )
     except Exception:  # a missed ring only costs latency: waiters also poll
         logger.warning("Doorbell for task %s failed", task_id, exc_info=True)
 
@@ -91,16 +96,18 @@ class Doorbell:
             except Exception:
                 logger.warning("Could not leave doorbell group %s", self.group, exc_info=True)
 
-    async def wait(self, timeout: float) -> None:
+    async def wait(self, timeout: float) -> dict[str, Any] | None:
+        """The ring's message (`ring`'s fields), or None when `timeout` passed first."""
         if timeout <= 0:
-            return
+            return None
         if self.channel is None:
             await asyncio.sleep(timeout)
-            return
+            return None
         try:
-            await asyncio.wait_for(self.layer.receive(self.channel), timeout)
+            return await asyncio.wait_for(self.layer.receive(self.channel), timeout)
         except TimeoutError:
-            pass
+            return None
         except Exception:  # the channel layer went away mid-wait: poll from now on
             logger.warning("Doorbell lost for %s; polling", self.group, exc_info=True)
             self.channel = None
+            return None

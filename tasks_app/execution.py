@@ -26,7 +26,7 @@ from agents.executors import executor_build
 
 from .errors import A2AError
 from .models import Task
-from .selectors import task_to_proto
+from .selectors import task_for_run
 from .services import task_claim, task_end, task_event_record
 
 logger = logging.getLogger(__name__)
@@ -77,9 +77,7 @@ def claim(
     outcome = task_claim(task_id=task_id, job_id=job_id, runner=runner)
     if outcome != "claimed":
         return outcome, None
-    task = Task.objects.select_related("agent__tenant").get(pk=task_id)
-    message = ParseDict(task.messages.get(position=position).data, MessageProto())
-    return outcome, (task, message, task_to_proto(task))
+    return outcome, task_for_run(task_id=task_id, position=position)
 
 
 async def run(

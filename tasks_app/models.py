@@ -43,6 +43,9 @@ class Task(models.Model):
     # messageId of an agent Message that answered the request directly (no task semantics).
     reply_message_id = models.CharField(max_length=200, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Set (in the same transaction) when a push config is stored for the task, never cleared:
+    # an event of a task without it looks for no configs to deliver to.
+    has_push_configs = models.BooleanField(default=False, db_default=False)
     # Set while a worker runs the executor; the worker renews the lease while alive.
     running_since = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

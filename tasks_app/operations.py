@@ -119,9 +119,7 @@ async def send_message(
         # Follow the log from this message on: a follow-up to an input-required task waits for
         # the agent's next settled state, not the one it already had.
         async with EventFollower(outcome.task_id, outcome.since_seq) as follower:
-            deadline = _deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS)
-            async for _ in follower.events(deadline=deadline):
-                pass
+            await follower.settled(deadline=_deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS))
     return await db(task_send_result)(
         task_id=outcome.task_id, history_length=_history_length(request)
     )
@@ -155,7 +153,15 @@ async def _send_stream(outcome: SendOutcome, history_length: int | None) -> Stre
         # A new task: the stream opens at once with the task as this send committed it
         # (submitted, the send's own event), before any worker has it, then follows the log.
         # An agent that answers with a Message ends the stream with it (docs/decisions.md).
-        async with EventFollower(outcome.task_id, outcome.since_seq - 1) as follower:
+        if outcome.task is not None:  # its first event, as committed: no need to read it back
+            opening = StreamItem(
+                outcome.task_id, outcome.since_seq, StreamResponse(task=outcome.task), False
+            )
+            yield _cut_history(opening, history_length)
+            since = outcome.since_seq
+        else:
+            since = outcome.since_seq - 1
+        async with EventFollower(outcome.task_id, since) as follower:
             async for item in follower.events(idle=keepalive):
                 yield _cut_history(item, history_length)
         return
@@ -285,8 +291,7 @@ async def cancel_task(caller: Caller, task_id: str, *, tenant: str = "") -> Task
         timeout = settings.A2A_CANCEL_TIMEOUT_SECONDS
         # The worker gets the cancel timeout for executor.cancel() plus a margin to record it.
         async with EventFollower(task_pk, seq, ends_at=TERMINAL_STATES) as follower:
-            async for _ in follower.events(deadline=_deadline(timeout + 2)):
-                pass
+            await follower.settled(deadline=_deadline(timeout + 2))
         await db(task_end)(
             task_id=task_pk,
             state=TaskState.TASK_STATE_CANCELED,

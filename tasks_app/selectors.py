@@ -121,20 +121,28 @@ def _with_json(tasks: QuerySet[Task], history_length: int | None) -> QuerySet[Ta
     return tasks.annotate(**columns)
 
 
-# The columns a task's reply needs, in `_task_read`'s SELECT order.
-_READ_FIELDS = (
-    "id",
-    "context_id",
-    "state",
-    "status_message",
-    "status_timestamp",
-    "metadata",
-    "reply_message_id",
+# The columns `_task_read` selects: what a reply and a run need, in the model's field order
+# (the order `Model.from_db` takes values in).
+_READ_FIELDS = tuple(
+    f.attname
+    for f in Task._meta.concrete_fields
+    if f.attname
+    in {
+        "id",
+        "agent_id",
+        "owner",
+        "context_id",
+        "state",
+        "status_message",
+        "status_timestamp",
+        "metadata",
+        "reply_message_id",
+    }
 )
 
 
 @functools.cache
-def _task_read_sql(scoped: bool, owned: bool, history: str) -> str:
+def _task_read_sql(scoped: bool, owned: bool, history: str, message_at: bool = False) -> str:
     """`_with_json`'s query for one task, written once per shape instead of being built and
     compiled by the ORM on every read (that was most of a GetTask's CPU)."""
     task, message, artifact = (m._meta for m in (Task, Message, Artifact))
@@ -159,13 +167,20 @@ def _task_read_sql(scoped: bool, owned: bool, history: str) -> str:
             f"ORDER BY m.{col(message, 'position')} DESC"
             + (" LIMIT %(history)s)" if history == "limit" else ")")
         )
+    message_sql = "NULL"
+    if message_at:
+        message_sql = (
+            f"(SELECT m.{col(message, 'data')} FROM {table(message)} m "
+            f"WHERE m.{col(message, 'task')} = t.{col(task, 'id')} "
+            f"AND m.{col(message, 'position')} = %(position)s)"
+        )
     where = [f"t.{col(task, 'id')} = %(pk)s"]
     if scoped:
         where.append(f"t.{col(task, 'agent')} = %(agent)s")
     if owned:
         where.append(f"t.{col(task, 'owner')} = %(owner)s")
     return (
-        f"SELECT {columns}, {artifacts}, {history_sql} FROM {table(task)} t "
+        f"SELECT {columns}, {artifacts}, {history_sql}, {message_sql} FROM {table(task)} t "
         f"WHERE {' AND '.join(where)}"
     )
 
@@ -176,26 +191,57 @@ def _task_read(
     *,
     agent_id: int | None = None,
     owner: str | None = None,
+    message_at: int | None = None,
 ) -> Task | None:
     """PostgreSQL: one task with its artifacts and newest `history_length` messages, as
-    `_with_json` annotates them, in one statement (scoped to `agent_id` and `owner`
-    when given); None when there is no such task."""
+    `_with_json` annotates them, in one statement (scoped to `agent_id` and `owner` when
+    given; with the data of its message at position `message_at` as `task.message_at`);
+    None when there is no such task."""
     history = "none" if history_length == 0 else "all" if history_length is None else "limit"
-    sql = _task_read_sql(agent_id is not None, owner is not None, history)
-    params = {"pk": pk, "agent": agent_id, "owner": owner, "history": history_length}
+    sql = _task_read_sql(agent_id is not None, owner is not None, history, message_at is not None)
+    params = {
+        "pk": pk,
+        "agent": agent_id,
+        "owner": owner,
+        "history": history_length,
+        "position": message_at,
+    }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return None
-    values = list(row[: len(_READ_FIELDS)])
-    for i in (3, 5):  # the JSON columns arrive as text, as Django's backend asks
-        values[i] = _json(values[i])
-    task = Task.from_db(connection.alias, _READ_FIELDS, values)
-    setattr(task, ARTIFACTS_JSON, [_json(a) for a in row[-2]])
+    fields = dict(zip(_READ_FIELDS, row, strict=False))
+    for name in ("status_message", "metadata"):  # JSON arrives as text, as Django's backend asks
+        fields[name] = _json(fields[name])
+    task = Task.from_db(connection.alias, _READ_FIELDS, list(fields.values()))
+    artifacts, history_json, message = row[len(_READ_FIELDS) :]
+    setattr(task, ARTIFACTS_JSON, [_json(a) for a in artifacts])
     if history != "none":
-        setattr(task, HISTORY_JSON, [_json(m) for m in row[-1]])
+        setattr(task, HISTORY_JSON, [_json(m) for m in history_json])
+    if message_at is not None:
+        task.message_at = _json(message)
     return task
+
+
+def task_for_run(*, task_id: uuid.UUID, position: int) -> tuple[Task, MessageProto, TaskProto]:
+    """What a run needs of its task, in two statements: the task (with its agent and
+    tenant), the user's message at `position` that the run answers, and the task as the
+    executor first sees it. PostgreSQL only (`_task_read`); elsewhere the ORM's four."""
+    from agents.models import Agent
+
+    if connection.vendor == "postgresql":
+        task = _task_read(task_id, None, message_at=position)
+        if task is None:
+            raise Task.DoesNotExist(task_id)
+        task.agent = Agent.objects.select_related("tenant").get(pk=task.agent_id)
+        data = task.message_at
+    else:
+        task = Task.objects.select_related("agent__tenant").get(pk=task_id)
+        data = task.messages.get(position=position).data
+    if data is None:
+        raise Message.DoesNotExist(f"Task {task_id} has no message at position {position}.")
+    return task, ParseDict(data, MessageProto()), task_to_proto(task)
 
 
 def _json(value: Any) -> Any:
@@ -416,6 +462,15 @@ def task_events_after(
         TaskEvent.objects.filter(task_id=task_id, seq__gt=after_seq)
         .order_by("seq")
         .values_list("seq", "kind", "state", "data")[:limit]
+    )
+
+
+def task_event_states_after(*, task_id: uuid.UUID, after_seq: int) -> list[tuple[int, str, str]]:
+    """(seq, kind, state) of the task's events after `after_seq`, in order."""
+    return list(
+        TaskEvent.objects.filter(task_id=task_id, seq__gt=after_seq)
+        .order_by("seq")
+        .values_list("seq", "kind", "state")
     )
 
 

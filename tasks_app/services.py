@@ -24,10 +24,12 @@ from a2a.types import (
 from a2a.types import Task as TaskProto
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from .doorbell import ring, ring_runner
+from .doorbell import ring as _ring
+from .doorbell import ring_runner
 from .errors import (
     ContentTypeNotSupportedError,
     InvalidAgentResponseError,
@@ -46,7 +48,7 @@ from .models import (
     TaskCount,
     TaskEvent,
 )
-from .selectors import task_get_row, task_status, task_to_proto
+from .selectors import ARTIFACTS_JSON, HISTORY_JSON, task_get_row, task_status, task_to_proto
 
 if TYPE_CHECKING:
     from agents.auth import Principal
@@ -117,54 +119,45 @@ def message_send(
                     f"contextId {task.context_id!r}."
                 )
         else:
-            # A taken id is not the caller's (or it would have been continued): whose it is,
-            # or that it is a task at all, is not theirs to learn. The savepoint also turns a
-            # concurrent creation of the same id into this answer.
-            taken = InvalidParamsError(
-                f"Task id {new_task_id} cannot be used for a new task; choose a fresh UUID."
-            )
-            if new_task_id is not None and Task.objects.filter(pk=new_task_id).exists():
-                raise taken
-            try:
-                with transaction.atomic():
-                    task = Task.objects.create(
-                        id=new_task_id or uuid.uuid4(),
-                        tenant_id=agent.tenant_id,
-                        agent=agent,
-                        context_id=message.context_id or str(uuid.uuid4()),
-                        owner=principal.owner,
-                        state=SUBMITTED,
-                        status_timestamp=timezone.now(),
-                        metadata=_dict(request.metadata) if request.HasField("metadata") else {},
-                    )
-                    _task_counts_move(task, None, SUBMITTED)
-            except IntegrityError:
-                raise taken from None
-        if request.configuration.HasField("task_push_notification_config"):
-            from push_app.services import push_config_set
-
-            config = request.configuration.task_push_notification_config
-            push_config_set(
-                task=task, config=config, dialect=push_dialect, checked=True, headers=push_headers
+            task = Task(
+                id=new_task_id or uuid.uuid4(),
+                tenant_id=agent.tenant_id,
+                agent=agent,
+                context_id=message.context_id or str(uuid.uuid4()),
+                owner=principal.owner,
+                state=SUBMITTED,
+                status_timestamp=timezone.now(),
+                metadata=_dict(request.metadata) if request.HasField("metadata") else {},
             )
         stored = MessageProto()
         stored.CopyFrom(message)
         stored.task_id = str(task.id)
         stored.context_id = task.context_id
-        _status_message_to_history(task)
-        position = _history_append(task, stored)
-        created = None
-        if task.last_seq == 0:
-            created = task_to_proto(task)
-            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=created))
         task.job_id = str(uuid.uuid4())
-        task.job_args = {
-            "position": position,
-            "configuration": _job_configuration(request),
-            "extensions": extensions or [],
-        }
         task.job_queued_at = timezone.now()
-        task.save()
+        created = None
+        if message.task_id:
+            _push_config_inline(task, request, push_dialect, push_headers)
+            _status_message_to_history(task)
+            position = _history_append(task, stored)
+            task.job_args = _job_args(request, position, extensions)
+            task.save()
+        else:
+            # A new task is written whole, knowing what it holds, without reading it back:
+            # the task (its creation event's seq already counted), its count, the message, and
+            # the event; no reader can know of it before the commit, so its event rings no one.
+            task.job_args = _job_args(request, 0, extensions)
+            task.last_seq = 1
+            _task_insert(task, chosen_id=new_task_id is not None)
+            _task_counts_move(task, None, SUBMITTED)
+            pushes = _push_config_inline(task, request, push_dialect, push_headers)
+            _history_append(task, stored, position=0)
+            setattr(task, HISTORY_JSON, [_dict(stored)])
+            setattr(task, ARTIFACTS_JSON, [])
+            created = task_to_proto(task)
+            _event_insert(
+                task, 1, TaskEvent.Kind.TASK, StreamResponse(task=created), push=pushes, ring=False
+            )
         since_seq = task.last_seq
         job_id, task_pk, job_args = task.job_id, task.pk, task.job_args
         # robust: the message is stored either way; if the broker is down, the reaper queues
@@ -173,6 +166,48 @@ def message_send(
     return SendOutcome(
         task_id=task_pk, since_seq=since_seq, created=not message.task_id, task=created
     )
+
+
+def _task_insert(task: Task, *, chosen_id: bool) -> None:
+    """INSERT a new task. An id the client chose (v0.1 clients choose their task ids) may be
+    taken: whose it is, or that it is a task at all, is not theirs to learn. A savepoint turns
+    a concurrent creation of the same id into the same answer; ids made here are fresh UUIDs."""
+    if not chosen_id:
+        task.save(force_insert=True)
+        return
+    taken = InvalidParamsError(
+        f"Task id {task.pk} cannot be used for a new task; choose a fresh UUID."
+    )
+    if Task.objects.filter(pk=task.pk).exists():
+        raise taken
+    try:
+        with transaction.atomic():
+            task.save(force_insert=True)
+    except IntegrityError:
+        raise taken from None
+
+
+def _push_config_inline(
+    task: Task, request: SendMessageRequest, dialect: str, headers: dict[str, str] | None
+) -> bool:
+    """Store the send's inline push config, if it has one; whether it had."""
+    if not request.configuration.HasField("task_push_notification_config"):
+        return False
+    from push_app.services import push_config_set
+
+    config = request.configuration.task_push_notification_config
+    push_config_set(task=task, config=config, dialect=dialect, checked=True, headers=headers)
+    return True
+
+
+def _job_args(
+    request: SendMessageRequest, position: int, extensions: list[str] | None
+) -> dict[str, Any]:
+    return {
+        "position": position,
+        "configuration": _job_configuration(request),
+        "extensions": extensions or [],
+    }
 
 
 def _job_configuration(request: SendMessageRequest) -> dict[str, Any]:
@@ -259,9 +294,11 @@ def _media_type_matches(media_type: str, accepted: list[str]) -> bool:
     return False
 
 
-def _history_append(task: Task, message: MessageProto) -> int:
-    last = task.messages.order_by("-position").values_list("position", flat=True).first()
-    position = 0 if last is None else last + 1
+def _history_append(task: Task, message: MessageProto, *, position: int | None = None) -> int:
+    """Append to the task's history; `position` when the caller knows it (a new task: 0)."""
+    if position is None:
+        last = task.messages.order_by("-position").values_list("position", flat=True).first()
+        position = 0 if last is None else last + 1
     Message.objects.create(
         task=task,
         position=position,
@@ -273,16 +310,26 @@ def _history_append(task: Task, message: MessageProto) -> int:
 
 
 def _event_append(task: Task, kind: str, response: StreamResponse) -> int:
-    from push_app.services import push_outbox_add
-
     task.last_seq += 1
+    _event_insert(task, task.last_seq, kind, response, push=task.has_push_configs)
+    return task.last_seq
+
+
+def _event_insert(
+    task: Task, seq: int, kind: str, response: StreamResponse, *, push: bool, ring: bool = True
+) -> None:
+    """Store event `seq`, its push deliveries (in its transaction; `push`: the task may have
+    push configs, so look for them) and, after the commit, ring its doorbell (`ring`)."""
     event = TaskEvent.objects.create(
-        task=task, seq=task.last_seq, kind=kind, state=task.state, data=_dict(response)
+        task=task, seq=seq, kind=kind, state=task.state, data=_dict(response)
     )
-    push_outbox_add(task=task, event=event)  # the event's deliveries, in its transaction
-    task_pk, seq = task.pk, task.last_seq
-    transaction.on_commit(lambda: ring(task_pk, seq))
-    return seq
+    if push:
+        from push_app.services import push_outbox_add
+
+        push_outbox_add(task=task, event=event)
+    if ring:
+        task_pk, state = task.pk, task.state
+        transaction.on_commit(lambda: _ring(task_pk, seq, kind, state))
 
 
 # --- events from the executor -------------------------------------------------------------
@@ -583,6 +630,16 @@ def task_release(*, task_id: uuid.UUID, executor_returned: bool = False) -> None
     here, so the canceling caller does not wait for a worker that is gone. After an executor
     returned (`executor_returned`), a task it left neither ended nor waiting for input is
     failed: nothing would ever move it again."""
+    # The usual end, in one statement: the run settled the task and nobody asked to cancel.
+    settled = Task.objects.filter(pk=task_id).filter(
+        Q(cancel_requested=False) | Q(state__in=TERMINAL_STATES)
+    )
+    if executor_returned:
+        settled = settled.filter(state__in=[*TERMINAL_STATES, *INTERRUPTED_STATES])
+    if settled.update(
+        running_since=None, lease_expires_at=None, runner="", updated_at=timezone.now()
+    ):
+        return
     with transaction.atomic():
         task = Task.objects.select_for_update().filter(pk=task_id).first()
         if task is None:

@@ -19,7 +19,7 @@ from a2a_platform.db import db
 
 from .doorbell import Doorbell
 from .models import INTERRUPTED_STATES, TERMINAL_STATES, TaskEvent
-from .selectors import task_events_after
+from .selectors import task_event_states_after, task_events_after
 
 SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 EVENTS_PER_READ = 100
@@ -61,6 +61,30 @@ class EventFollower:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._bell.__aexit__(*exc_info)
+
+    async def settled(self, *, deadline: float) -> None:
+        """Return once an event after `seq` ends the wait (or at `deadline`), without reading
+        the events' content: the log's kinds and states are read at the start, then only
+        when a ring says a final event came, or when the doorbell stays quiet for its
+        safety-net interval (always, without a doorbell). What a blocking send waits for."""
+        loop = asyncio.get_running_loop()
+        while True:
+            rows = await db(task_event_states_after)(task_id=self.task_id, after_seq=self.seq)
+            for seq, kind, state in rows:
+                self.seq = seq
+                if is_final(kind, state, self.ends_at):
+                    return
+            while True:
+                now = loop.time()
+                if now >= deadline:
+                    return
+                rung = await self._bell.wait(min(self._bell.interval, deadline - now))
+                if rung is None or not rung.get("kind"):
+                    break  # quiet (or a ring that does not say): look at the log
+                if rung.get("seq", 0) > self.seq and is_final(
+                    rung["kind"], rung.get("state", ""), self.ends_at
+                ):
+                    return
 
     async def events(
         self, *, idle: float | None = None, deadline: float | None = None
