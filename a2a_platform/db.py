@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import functools
 import os
+import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
@@ -26,26 +27,56 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _executor: ThreadPoolExecutor | None = None
+_threads: int | None = None
+# One more thread for the calls that must not queue behind the others: an agent worker's
+# heartbeat, which renews its runs' leases however much event writing is waiting.
+_own_lane: ThreadPoolExecutor | None = None
+
+
+def use_threads(threads: int) -> None:
+    """Size the pool for this process (before its first call): an agent worker uses
+    `A2A_WORKER_DB_THREADS` instead of `A2A_DB_THREADS`."""
+    global _threads
+    if _executor is not None:
+        raise RuntimeError("The database threads are already running.")
+    _threads = threads
 
 
 def executor() -> ThreadPoolExecutor:
     global _executor
     if _executor is None:
         _executor = ThreadPoolExecutor(
-            max_workers=settings.A2A_DB_THREADS, thread_name_prefix="a2a-db"
+            max_workers=_threads or settings.A2A_DB_THREADS, thread_name_prefix="a2a-db"
         )
     return _executor
 
 
-def db(func: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
-    """`await db(func)(...)`: run a sync ORM function on the process's database threads."""
+def _lane() -> ThreadPoolExecutor:
+    global _own_lane
+    if _own_lane is None:
+        _own_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a2a-db-lane")
+    return _own_lane
+
+
+_local = threading.local()
+
+
+def caller_loop() -> asyncio.AbstractEventLoop | None:
+    """On a database thread, the event loop whose call it is running; elsewhere None."""
+    return getattr(_local, "loop", None)
+
+
+def db(func: Callable[P, R], *, own_lane: bool = False) -> Callable[P, Coroutine[Any, Any, R]]:
+    """`await db(func)(...)`: run a sync ORM function on the process's database threads
+    (`own_lane`: on a thread of its own, never queued behind them)."""
 
     @functools.wraps(func)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
+        pool = _lane() if own_lane else executor()
         return await loop.run_in_executor(
-            executor(), context.run, _in_db_thread, loop, func, args, kwargs
+            pool, context.run, _in_db_thread, loop, func, args, kwargs
         )
 
     return call
@@ -60,6 +91,7 @@ def _in_db_thread(
     as it does under SyncToAsync, through the thread-local asgiref reads for that."""
     SyncToAsync.threadlocal.main_event_loop = loop
     SyncToAsync.threadlocal.main_event_loop_pid = os.getpid()
+    _local.loop = loop
     close_old_connections()
     try:
         return func(*args, **kwargs)

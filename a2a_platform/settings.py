@@ -169,13 +169,21 @@ else:
 # ORM calls from async code (requests, streams, agent runs) run on this many threads per
 # process (a2a_platform.db); with a pool, it must leave connections for sync views.
 A2A_DB_THREADS = _positive_int("A2A_DB_THREADS", 8)
+# An agent worker's (tasks_app.runtime); its heartbeat has a thread of its own besides. Fewer
+# threads contend less for the GIL with its event loop and work off a backlog of runs faster,
+# more keep each run's chain of writes shorter (docs/decisions.md, "Database threads").
+A2A_WORKER_DB_THREADS = _positive_int("A2A_WORKER_DB_THREADS", 8)
 _pool = DATABASES["default"].get("OPTIONS", {}).get("pool")
-if _pool and A2A_DB_THREADS > _pool["max_size"] - 2:
-    raise ImproperlyConfigured(
-        f"A2A_DB_THREADS ({A2A_DB_THREADS}) must be at most DATABASE_POOL_MAX_SIZE - 2 "
-        f"({_pool['max_size'] - 2}): each database thread may hold a pooled connection, and "
-        "synchronous views need some too."
-    )
+for _name, _threads in (
+    ("A2A_DB_THREADS", A2A_DB_THREADS),
+    ("A2A_WORKER_DB_THREADS", A2A_WORKER_DB_THREADS),
+):
+    if _pool and _threads > _pool["max_size"] - 2:
+        raise ImproperlyConfigured(
+            f"{_name} ({_threads}) must be at most DATABASE_POOL_MAX_SIZE - 2 "
+            f"({_pool['max_size'] - 2}): each database thread may hold a pooled connection, "
+            "and synchronous views and the heartbeat's own thread need some too."
+        )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

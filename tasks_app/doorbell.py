@@ -15,6 +15,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from a2a_platform.db import caller_loop
+
 logger = logging.getLogger(__name__)
 
 
@@ -32,15 +34,9 @@ def _shared_layer():  # type: ignore[no-untyped-def]
 def ring(task_id: uuid.UUID | str, seq: int, kind: str = "", state: str = "") -> None:
     """Say that event `seq` (of `kind`, leaving the task in `state`) was written, so a waiter
     for the task's end need not read the log for an event that does not end it."""
-    layer = _shared_layer()
-    if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(
-            _group(task_id), {"type": "task.event", "seq": seq, "kind": kind, "state": state}
-        )
-    except Exception:  # a missed ring only costs latency: waiters also poll
-        logger.warning("Doorbell for task %s failed", task_id, exc_info=True)
+    message = {"type": "task.event", "seq": seq, "kind": kind, "state": state}
+    # A missed ring only costs latency: waiters also poll.
+    _send(_group(task_id), message, f"Doorbell for task {task_id}")
 
 
 def runner_group(runner: str) -> str:
@@ -50,15 +46,51 @@ def runner_group(runner: str) -> str:
 
 def ring_runner(runner: str, task_id: uuid.UUID | str) -> None:
     """Tell worker `runner` that the task it runs is to be canceled."""
+    # If it is missed, the worker's heartbeat finds the cancel request in the database.
+    message = {"type": "task.cancel", "task": str(task_id)}
+    _send(runner_group(runner), message, f"Cancel doorbell for task {task_id}")
+
+
+# Rings under way on this process's event loop (asyncio keeps only weak references to tasks),
+# and how many may talk to Redis at once: a backlog of runs must not open a connection each.
+_sending: set[asyncio.Task[None]] = set()
+_SENDERS = 8
+_gate: asyncio.Semaphore | None = None
+
+
+def _send(group: str, message: dict[str, Any], what: str) -> None:
+    """group_send `message`. On a database thread (a2a_platform.db), where rings are made after
+    a commit, it is handed to the event loop that made the call, and the thread goes on at
+    once instead of waiting for Redis; elsewhere (sync code, tests) it is sent before
+    returning."""
     layer = _shared_layer()
     if layer is None:
         return
+    loop = caller_loop()
+    if loop is not None and not loop.is_closed():
+        loop.call_soon_threadsafe(_start, layer, group, message, what)
+        return
     try:
-        async_to_sync(layer.group_send)(
-            runner_group(runner), {"type": "task.cancel", "task": str(task_id)}
-        )
-    except Exception:  # the worker's heartbeat finds the cancel request in the database
-        logger.warning("Cancel doorbell for task %s failed", task_id, exc_info=True)
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:
+        logger.warning("%s failed", what, exc_info=True)
+
+
+def _start(layer: Any, group: str, message: dict[str, Any], what: str) -> None:
+    task = asyncio.ensure_future(_group_send(layer, group, message, what))
+    _sending.add(task)
+    task.add_done_callback(_sending.discard)
+
+
+async def _group_send(layer: Any, group: str, message: dict[str, Any], what: str) -> None:
+    global _gate
+    if _gate is None:  # made on the loop that uses it (one per process)
+        _gate = asyncio.Semaphore(_SENDERS)
+    try:
+        async with _gate:
+            await layer.group_send(group, message)
+    except Exception:
+        logger.warning("%s failed", what, exc_info=True)
 
 
 class Doorbell:

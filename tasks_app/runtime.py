@@ -164,7 +164,7 @@ class Runtime:
             if not self.stops:
                 continue
             try:
-                canceled = await db(read)(runner=self.runner)
+                canceled = await db(read, own_lane=True)(runner=self.runner)
             except Exception:
                 logger.warning("%s of %s failed; retrying", what, self.runner, exc_info=True)
                 continue

@@ -28,6 +28,7 @@ from django.db.models import Q
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from . import rowsql
 from .doorbell import ring as _ring
 from .doorbell import ring_runner
 from .errors import (
@@ -173,7 +174,7 @@ def _task_insert(task: Task, *, chosen_id: bool) -> None:
     taken: whose it is, or that it is a task at all, is not theirs to learn. A savepoint turns
     a concurrent creation of the same id into the same answer; ids made here are fresh UUIDs."""
     if not chosen_id:
-        task.save(force_insert=True)
+        rowsql.insert(task)
         return
     taken = InvalidParamsError(
         f"Task id {task.pk} cannot be used for a new task; choose a fresh UUID."
@@ -182,7 +183,7 @@ def _task_insert(task: Task, *, chosen_id: bool) -> None:
         raise taken
     try:
         with transaction.atomic():
-            task.save(force_insert=True)
+            rowsql.insert(task)
     except IntegrityError:
         raise taken from None
 
@@ -299,12 +300,14 @@ def _history_append(task: Task, message: MessageProto, *, position: int | None =
     if position is None:
         last = task.messages.order_by("-position").values_list("position", flat=True).first()
         position = 0 if last is None else last + 1
-    Message.objects.create(
-        task=task,
-        position=position,
-        message_id=message.message_id,
-        role=Role.Name(message.role or Role.ROLE_USER),
-        data=_dict(message),
+    rowsql.insert(
+        Message(
+            task=task,
+            position=position,
+            message_id=message.message_id,
+            role=Role.Name(message.role or Role.ROLE_USER),
+            data=_dict(message),
+        )
     )
     return position
 
@@ -320,8 +323,8 @@ def _event_insert(
 ) -> None:
     """Store event `seq`, its push deliveries (in its transaction; `push`: the task may have
     push configs, so look for them) and, after the commit, ring its doorbell (`ring`)."""
-    event = TaskEvent.objects.create(
-        task=task, seq=seq, kind=kind, state=task.state, data=_dict(response)
+    event = rowsql.insert(
+        TaskEvent(task=task, seq=seq, kind=kind, state=task.state, data=_dict(response))
     )
     if push:
         from push_app.services import push_outbox_add
@@ -338,7 +341,9 @@ def _event_insert(
 def task_event_record(*, task_id: uuid.UUID, event: Event) -> bool:
     """Persist one executor event and apply it to the task. False if the task had ended."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().get(pk=task_id)
+        task = rowsql.lock(Task, task_id)
+        if task is None:
+            raise Task.DoesNotExist(task_id)
         if task.is_terminal:
             logger.info(
                 "Ignoring %s for task %s: it is already %s",
@@ -362,8 +367,19 @@ def task_event_record(*, task_id: uuid.UUID, event: Event) -> bool:
             _event_append(task, TaskEvent.Kind.MESSAGE, StreamResponse(message=event))
         else:
             raise InvalidAgentResponseError(f"The agent emitted an unknown event {event!r}.")
-        task.save()
+        rowsql.update(task, EVENT_FIELDS)
         return True
+
+
+# What applying an executor's event may change on the task row (the rest is other rows).
+EVENT_FIELDS = (
+    "state",
+    "status_message",
+    "status_timestamp",
+    "metadata",
+    "last_seq",
+    "reply_message_id",
+)
 
 
 def _event_check_ids(task: Task, event: Event) -> None:
@@ -485,11 +501,13 @@ def _artifact_upsert(task: Task, artifact: ArtifactProto, *, append: bool) -> No
     row = task.artifacts.filter(artifact_id=artifact.artifact_id).first()
     if row is None:
         last = task.artifacts.order_by("-position").values_list("position", flat=True).first()
-        Artifact.objects.create(
-            task=task,
-            artifact_id=artifact.artifact_id,
-            position=0 if last is None else last + 1,
-            data=_dict(artifact),
+        rowsql.insert(
+            Artifact(
+                task=task,
+                artifact_id=artifact.artifact_id,
+                position=0 if last is None else last + 1,
+                data=_dict(artifact),
+            )
         )
         return
     if append:

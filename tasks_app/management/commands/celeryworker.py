@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from a2a_platform.celery import app
+from a2a_platform.db import use_threads
 
 
 def worker_argv(role: str) -> list[str]:
@@ -44,4 +45,6 @@ class Command(BaseCommand):
         super().run_from_argv(argv)
 
     def handle(self, *args: Any, role: str, celery_args: list[str], **options: Any) -> None:
+        if role == "agents":
+            use_threads(settings.A2A_WORKER_DB_THREADS)
         app.worker_main([*worker_argv(role), *celery_args])

@@ -1,0 +1,111 @@
+"""The statements of a run's event path (tasks_app.services), as SQL written once per model
+and shape instead of built and compiled by the ORM on every call.
+
+An echo run writes four events, each a transaction of a row lock, an INSERT and an UPDATE;
+building those through the ORM was most of an agent worker's CPU (docs/decisions.md, "Request
+hot paths"). The statements here are what `Model.save()` and `select_for_update().get()` send,
+for models without save signals (none in this project has any): the same columns, the same
+`pre_save` (auto_now timestamps, defaults) and the same value preparation (`get_db_prep_save`),
+so the rows are the ones the ORM would write, and instances come back through `Model.from_db`
+as the ORM makes them. On other databases (SQLite: no FOR UPDATE) each function is the ORM call
+it stands for.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, TypeVar
+
+from django.db import connection, models
+
+M = TypeVar("M", bound=models.Model)
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _fields(model: type[models.Model]) -> list[models.Field[Any, Any]]:
+    return list(model._meta.concrete_fields)
+
+
+@functools.cache
+def _lock_sql(model: type[models.Model]) -> str:
+    columns = ", ".join(_q(f.column) for f in _fields(model))
+    return (
+        f"SELECT {columns} FROM {_q(model._meta.db_table)} "
+        f"WHERE {_q(model._meta.pk.column)} = %s FOR UPDATE"
+    )
+
+
+def lock(model: type[M], pk: Any) -> M | None:
+    """`model.objects.select_for_update().filter(pk=pk).first()`: the row, locked until the
+    transaction ends, or None."""
+    if connection.vendor != "postgresql":
+        return model._default_manager.select_for_update().filter(pk=pk).first()
+    with connection.cursor() as cursor:
+        cursor.execute(_lock_sql(model), [pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    fields = _fields(model)
+    values = [
+        f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v  # type: ignore[attr-defined]
+        for f, v in zip(fields, row, strict=True)
+    ]
+    return model.from_db(connection.alias, [f.attname for f in fields], values)
+
+
+@functools.cache
+def _insert_sql(model: type[models.Model]) -> tuple[str, tuple[models.Field[Any, Any], ...]]:
+    pk = model._meta.pk
+    fields = tuple(f for f in _fields(model) if not (f is pk and f.db_returning))
+    placeholders = ", ".join(["%s"] * len(fields))
+    sql = (
+        f"INSERT INTO {_q(model._meta.db_table)} ({', '.join(_q(f.column) for f in fields)}) "
+        f"VALUES ({placeholders})"
+    )
+    if pk.db_returning:  # an auto id: the database numbers the row
+        sql += f" RETURNING {_q(pk.column)}"
+    return sql, fields
+
+
+def insert(instance: M) -> M:
+    """`instance.save(force_insert=True)`."""
+    if connection.vendor != "postgresql":
+        instance.save(force_insert=True)
+        return instance
+    model = type(instance)
+    sql, fields = _insert_sql(model)
+    params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if model._meta.pk.db_returning:
+            setattr(instance, model._meta.pk.attname, cursor.fetchone()[0])
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return instance
+
+
+@functools.cache
+def _update_sql(
+    model: type[models.Model], names: tuple[str, ...]
+) -> tuple[str, tuple[models.Field[Any, Any], ...]]:
+    meta = model._meta
+    # As save(update_fields=...) does, an auto_now field is written whenever the row is.
+    auto_now = [f.name for f in _fields(model) if getattr(f, "auto_now", False)]
+    fields = tuple(meta.get_field(n) for n in (*names, *[n for n in auto_now if n not in names]))
+    assignments = ", ".join(f"{_q(f.column)} = %s" for f in fields)
+    sql = f"UPDATE {_q(meta.db_table)} SET {assignments} WHERE {_q(meta.pk.column)} = %s"
+    return sql, fields  # type: ignore[return-value]
+
+
+def update(instance: models.Model, names: tuple[str, ...]) -> None:
+    """`instance.save(update_fields=names)` for a row that exists."""
+    if connection.vendor != "postgresql":
+        instance.save(update_fields=names)
+        return
+    sql, fields = _update_sql(type(instance), names)
+    params = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, instance.pk])

@@ -1,0 +1,101 @@
+"""tasks_app.rowsql writes and reads the rows the ORM would: every column of an INSERT, an
+UPDATE of the named fields and the auto_now ones only, a locked read equal to the ORM's."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from tasks_app import rowsql
+from tasks_app.models import Task, TaskEvent
+from tests.conftest import require
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _postgresql() -> None:
+    # Elsewhere rowsql is the ORM itself (SQLite has no FOR UPDATE); the SQL is PostgreSQL's.
+    require(connection.vendor == "postgresql", "PostgreSQL (DATABASE_URL)")
+
+
+NOW = timezone.now()
+
+
+def _task(agent, **fields) -> Task:
+    values = {
+        "id": uuid.uuid4(),
+        "tenant_id": agent.tenant_id,
+        "agent": agent,
+        "context_id": "ctx",
+        "owner": "key:alice",
+        "state": "TASK_STATE_SUBMITTED",
+        "status_timestamp": NOW,
+        "metadata": {"a": [1, {"b": None}]},
+        "job_args": {"position": 0},
+    }
+    return Task(**{**values, **fields})
+
+
+def _columns(instance) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+
+def _row(model, pk) -> dict:
+    return _columns(model.objects.get(pk=pk))
+
+
+def test_an_insert_writes_every_column_as_save_does(make_tenant, make_agent):
+    agent = make_agent(make_tenant())
+    mine, theirs = _task(agent), _task(agent)
+    rowsql.insert(mine)
+    theirs.save(force_insert=True)
+    ours, orms = _row(Task, mine.pk), _row(Task, theirs.pk)
+    for row in (ours, orms):
+        row.pop("id")
+        assert row.pop("created_at") and row.pop("updated_at")
+    assert ours == orms
+    assert not mine._state.adding
+
+    event = rowsql.insert(
+        TaskEvent(task=mine, seq=1, kind="task", state="TASK_STATE_SUBMITTED", data={"x": 1})
+    )
+    assert isinstance(event.pk, int)  # the database numbered it, as save() reads it back
+    stored = TaskEvent.objects.get(pk=event.pk)
+    assert (stored.seq, stored.kind, stored.data, stored.created_at is not None) == (
+        1,
+        "task",
+        {"x": 1},
+        True,
+    )
+
+
+def test_an_update_writes_the_named_fields_and_updated_at_only(make_tenant, make_agent):
+    agent = make_agent(make_tenant())
+    task = rowsql.insert(_task(agent))
+    before = Task.objects.get(pk=task.pk)
+    task.state = "TASK_STATE_WORKING"
+    task.status_message = {"role": "ROLE_AGENT", "parts": [{"text": "hi"}]}
+    task.owner = "key:mallory"  # changed in memory, not named: stays as stored
+    rowsql.update(task, ("state", "status_message"))
+    after = Task.objects.get(pk=task.pk)
+    assert (after.state, after.status_message) == (task.state, task.status_message)
+    assert after.owner == "key:alice"
+    assert after.updated_at > before.updated_at
+
+
+def test_a_locked_read_is_the_orms_row(make_tenant, make_agent):
+    agent = make_agent(make_tenant())
+    task = rowsql.insert(
+        _task(agent, status_message={"k": "v"}, lease_expires_at=timezone.now() + timedelta(1))
+    )
+    with transaction.atomic():
+        locked = rowsql.lock(Task, task.pk)
+        orm = Task.objects.select_for_update().get(pk=task.pk)
+    assert _columns(locked) == _columns(orm)
+    assert not locked._state.adding
+    assert rowsql.lock(Task, uuid.uuid4()) is None
