@@ -1,5 +1,6 @@
 """The rows every A2A call starts from, kept per process for `A2A_AUTH_CACHE_SECONDS`: the
-active agent at a URL, and an API key's row by its (public) prefix.
+active agent at a URL, an API key's row by its (public) prefix, and (for agent runs) an agent
+by its id.
 
 A time bound, not invalidation messages: agents, tenants and keys change through the admin, the
 console, the services, management commands, queryset updates, cascades and SQL, and every
@@ -78,6 +79,7 @@ class KeyRow:
 
 _agents: _Timed[tuple[str, str], Agent] = _Timed()
 _keys: _Timed[str, KeyRow] = _Timed()
+_agents_by_pk: _Timed[int, Agent] = _Timed()
 # When this process last wrote (or claimed to write) each key's last_used_at: a cached row
 # still shows the value it was read with.
 _touched: dict[int, datetime] = {}
@@ -103,6 +105,17 @@ def agent_active(*, tenant_slug: str, agent_slug: str) -> Agent:
     return agent_cached(tenant_slug=tenant_slug, agent_slug=agent_slug) or agent_load(
         tenant_slug=tenant_slug, agent_slug=agent_slug
     )
+
+
+def agent_by_pk(pk: int) -> Agent:
+    """The agent with this id, with its tenant, active or not (what an agent run needs: a run
+    already queued still runs), from the cache when fresh. Shared: read it, never change it."""
+    agent = _agents_by_pk.get(pk)
+    if agent is None:
+        read_at = clock()
+        agent = Agent.objects.select_related("tenant").get(pk=pk)
+        _agents_by_pk.put(pk, agent, read_at)
+    return agent
 
 
 def key_cached(prefix: str) -> KeyRow | None:
@@ -156,5 +169,6 @@ def forget_all() -> None:
     """Empty every cache of this process (tests; a process that must see a change at once)."""
     _agents.clear()
     _keys.clear()
+    _agents_by_pk.clear()
     with _touch_lock:
         _touched.clear()

@@ -109,3 +109,62 @@ def update(instance: models.Model, names: tuple[str, ...]) -> None:
     params = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, instance.pk])
+
+
+@functools.cache
+def _append_sql(
+    model: type[models.Model], within: str, order: str, unique: tuple[str, ...]
+) -> tuple[str, tuple[models.Field[Any, Any], ...]]:
+    meta = model._meta
+    pk = meta.pk
+    fields = tuple(f for f in _fields(model) if not (f is pk and f.db_returning))
+    scope, place = meta.get_field(within), meta.get_field(order)
+    values = ", ".join(
+        f"COALESCE(MAX({_q(place.column)}) + 1, 0)" if f is place else "%s" for f in fields
+    )
+    conflict = ", ".join(_q(meta.get_field(n).column) for n in unique)
+    sql = (
+        f"INSERT INTO {_q(meta.db_table)} ({', '.join(_q(f.column) for f in fields)}) "
+        f"SELECT {values} FROM {_q(meta.db_table)} WHERE {_q(scope.column)} = %s "
+        f"ON CONFLICT ({conflict}) DO NOTHING "
+        f"RETURNING {_q(pk.column)}, {_q(place.column)}"
+    )
+    return sql, tuple(f for f in fields if f is not place)
+
+
+def append(instance: M, *, within: str, order: str, unique: tuple[str, ...]) -> bool:
+    """INSERT `instance` after the last row with its `within` value (its `order` field becomes
+    that row's plus one, or 0), unless a row with its `unique` fields exists: then nothing is
+    written and False returned. One statement where the ORM takes a read for the position (and
+    one for the conflict). The caller holds a lock that orders appends to the same `within`."""
+    model = type(instance)
+    if connection.vendor != "postgresql":
+        place = model._meta.get_field(order)
+        if model._default_manager.filter(
+            **{n: getattr(instance, model._meta.get_field(n).attname) for n in unique}
+        ).exists():
+            return False
+        last = (
+            model._default_manager.filter(
+                **{within: getattr(instance, model._meta.get_field(within).attname)}
+            )
+            .order_by(f"-{order}")
+            .values_list(order, flat=True)
+            .first()
+        )
+        setattr(instance, place.attname, 0 if last is None else last + 1)
+        instance.save(force_insert=True)
+        return True
+    sql, fields = _append_sql(model, within, order, unique)
+    params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
+    scope = model._meta.get_field(within)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, getattr(instance, scope.attname)])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    setattr(instance, model._meta.pk.attname, row[0])
+    setattr(instance, model._meta.get_field(order).attname, row[1])
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return True

@@ -225,16 +225,16 @@ def _task_read(
 
 
 def task_for_run(*, task_id: uuid.UUID, position: int) -> tuple[Task, MessageProto, TaskProto]:
-    """What a run needs of its task, in two statements: the task (with its agent and
-    tenant), the user's message at `position` that the run answers, and the task as the
-    executor first sees it. PostgreSQL only (`_task_read`); elsewhere the ORM's four."""
-    from agents.models import Agent
+    """What a run needs of its task, in one statement: the task (with its agent and tenant,
+    from agents.cache), the user's message at `position` that the run answers, and the task as
+    the executor first sees it. PostgreSQL only (`_task_read`); elsewhere the ORM's four."""
+    from agents.cache import agent_by_pk
 
     if connection.vendor == "postgresql":
         task = _task_read(task_id, None, message_at=position)
         if task is None:
             raise Task.DoesNotExist(task_id)
-        task.agent = Agent.objects.select_related("tenant").get(pk=task.agent_id)
+        task.agent = agent_by_pk(task.agent_id)
         data = task.message_at
     else:
         task = Task.objects.select_related("agent__tenant").get(pk=task_id)

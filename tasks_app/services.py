@@ -498,18 +498,10 @@ def _apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> None:
 
 
 def _artifact_upsert(task: Task, artifact: ArtifactProto, *, append: bool) -> None:
-    row = task.artifacts.filter(artifact_id=artifact.artifact_id).first()
-    if row is None:
-        last = task.artifacts.order_by("-position").values_list("position", flat=True).first()
-        rowsql.insert(
-            Artifact(
-                task=task,
-                artifact_id=artifact.artifact_id,
-                position=0 if last is None else last + 1,
-                data=_dict(artifact),
-            )
-        )
-        return
+    new = Artifact(task=task, artifact_id=artifact.artifact_id, data=_dict(artifact))
+    if rowsql.append(new, within="task", order="position", unique=("task", "artifact_id")):
+        return  # a new artifact, after the others
+    row = task.artifacts.get(artifact_id=artifact.artifact_id)
     if append:
         merged = ParseDict(row.data, ArtifactProto())
         merged.parts.extend(artifact.parts)

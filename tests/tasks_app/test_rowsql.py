@@ -99,3 +99,26 @@ def test_a_locked_read_is_the_orms_row(make_tenant, make_agent):
     assert _columns(locked) == _columns(orm)
     assert not locked._state.adding
     assert rowsql.lock(Task, uuid.uuid4()) is None
+
+
+def test_an_append_numbers_rows_after_the_last_and_never_twice(make_tenant, make_agent):
+    from tasks_app.models import Artifact
+
+    agent = make_agent(make_tenant())
+    task = rowsql.insert(_task(agent))
+
+    def add(artifact_id: str, data: dict) -> tuple[bool, Artifact]:
+        row = Artifact(task=task, artifact_id=artifact_id, data=data)
+        return rowsql.append(
+            row, within="task", order="position", unique=("task", "artifact_id")
+        ), row
+
+    assert add("a", {"n": 1})[0] and add("b", {"n": 2})[0]
+    again, _ = add("a", {"n": 3})  # the same artifact id: nothing written
+    assert not again
+    rows = list(Artifact.objects.filter(task=task).values_list("artifact_id", "position", "data"))
+    assert rows == [("a", 0, {"n": 1}), ("b", 1, {"n": 2})]
+    other = rowsql.insert(_task(agent))
+    first = Artifact(task=other, artifact_id="a", data={})
+    assert rowsql.append(first, within="task", order="position", unique=("task", "artifact_id"))
+    assert first.position == 0 and first.pk  # positions count per task
