@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+import weakref
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -55,7 +56,9 @@ def ring_runner(runner: str, task_id: uuid.UUID | str) -> None:
 # and how many may talk to Redis at once: a backlog of runs must not open a connection each.
 _sending: set[asyncio.Task[None]] = set()
 _SENDERS = 8
-_gate: asyncio.Semaphore | None = None
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _send(group: str, message: dict[str, Any], what: str) -> None:
@@ -83,11 +86,12 @@ def _start(layer: Any, group: str, message: dict[str, Any], what: str) -> None:
 
 
 async def _group_send(layer: Any, group: str, message: dict[str, Any], what: str) -> None:
-    global _gate
-    if _gate is None:  # made on the loop that uses it (one per process)
-        _gate = asyncio.Semaphore(_SENDERS)
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:  # one per event loop: a semaphore belongs to the loop it waits on
+        gate = _gates[loop] = asyncio.Semaphore(_SENDERS)
     try:
-        async with _gate:
+        async with gate:
             await layer.group_send(group, message)
     except Exception:
         logger.warning("%s failed", what, exc_info=True)

@@ -64,9 +64,10 @@ class EventFollower:
 
     async def settled(self, *, deadline: float) -> None:
         """Return once an event after `seq` ends the wait (or at `deadline`), without reading
-        the events' content: the log's kinds and states are read at the start, then only
-        when a ring says a final event came, or when the doorbell stays quiet for its
-        safety-net interval (always, without a doorbell). What a blocking send waits for."""
+        the events' content: the log's kinds and states are read at the start and whenever
+        the doorbell stays quiet for its safety-net interval (every poll interval, without a
+        doorbell); a ring that says a final event came ends the wait at once. What a blocking
+        send, and a cancel waiting for its worker, wait with."""
         loop = asyncio.get_running_loop()
         while True:
             rows = await db(task_event_states_after)(task_id=self.task_id, after_seq=self.seq)
