@@ -89,7 +89,9 @@ class A2AProtocolHandler(ASGIHandler):
         `request_started` signal and `response.close()` (which sends `request_finished`) run
         there because their receivers tidy up database connections. No database connection
         lives on the event loop's thread (a2a_platform.db gives each call on the database
-        threads its own tidy-up), so the signal is skipped and the response closed here."""
+        threads its own tidy-up), so `request_started` is not sent, and the response is closed
+        here, in the loop, where `request_finished`'s receivers (Django's own, all sync) find
+        nothing to close. A receiver that needs I/O must not be connected to it."""
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:

@@ -87,8 +87,11 @@ def _in_db_thread(
 ) -> R:
     """What channels' `database_sync_to_async` does around a call, without building an asgiref
     SyncToAsync per call (a tenth of a GetTask's CPU): connections are tidied before and after,
-    and `async_to_sync` inside the call (the doorbell's ring) runs on the caller's event loop,
-    as it does under SyncToAsync, through the thread-local asgiref reads for that."""
+    and `async_to_sync` inside the call runs on the caller's event loop, as it does under
+    SyncToAsync, through the thread-local asgiref reads for that. Two things SyncToAsync also
+    does are not done, and nothing here needs them: values of asgiref `Local`s set by the
+    caller (Django's script prefix, active language or time zone) are not carried to the
+    thread, and context variables the call sets do not flow back to the caller."""
     SyncToAsync.threadlocal.main_event_loop = loop
     SyncToAsync.threadlocal.main_event_loop_pid = os.getpid()
     _local.loop = loop

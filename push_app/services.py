@@ -119,11 +119,10 @@ def push_config_set(
         "event_kinds": list(settings.A2A_PUSH_EVENT_KINDS),
         "headers_encrypted": encrypt(json.dumps(headers)) if headers else "",
     }
-    if not task.has_push_configs:
-        # Its events look for configs from now on; the row's lock orders this with an event
-        # being recorded, which sees either both the flag and the config or neither.
-        Task.objects.filter(pk=task.pk).update(has_push_configs=True)
-        task.has_push_configs = True
+    # Storing the config flags the task in the database (a trigger, tasks_app migration 0007:
+    # its UPDATE takes the task's row lock, so an event being recorded sees the flag and the
+    # config together or neither); the caller's copy says so too, for a later save().
+    task.has_push_configs = True
     try:
         with transaction.atomic():
             stored, _ = PushConfig.objects.update_or_create(

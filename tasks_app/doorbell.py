@@ -56,6 +56,9 @@ def ring_runner(runner: str, task_id: uuid.UUID | str) -> None:
 # and how many may talk to Redis at once: a backlog of runs must not open a connection each.
 _sending: set[asyncio.Task[None]] = set()
 _SENDERS = 8
+# Rings waiting for a sender beyond this (Redis stalled) are dropped, and said so: waiters
+# then find the events by polling, as they do when a ring is lost.
+_MAX_WAITING = 10_000
 _gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
     weakref.WeakKeyDictionary()
 )
@@ -71,7 +74,10 @@ def _send(group: str, message: dict[str, Any], what: str) -> None:
         return
     loop = caller_loop()
     if loop is not None and not loop.is_closed():
-        loop.call_soon_threadsafe(_start, layer, group, message, what)
+        try:
+            loop.call_soon_threadsafe(_start, layer, group, message, what)
+        except RuntimeError:  # the loop closed meanwhile: the process is stopping
+            logger.warning("%s not sent: the event loop has closed", what)
         return
     try:
         async_to_sync(layer.group_send)(group, message)
@@ -80,6 +86,9 @@ def _send(group: str, message: dict[str, Any], what: str) -> None:
 
 
 def _start(layer: Any, group: str, message: dict[str, Any], what: str) -> None:
+    if len(_sending) >= _MAX_WAITING:
+        logger.warning("%s dropped: %d rings are waiting for Redis", what, len(_sending))
+        return
     task = asyncio.ensure_future(_group_send(layer, group, message, what))
     _sending.add(task)
     task.add_done_callback(_sending.discard)

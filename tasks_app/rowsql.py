@@ -92,18 +92,23 @@ def _update_sql(
     model: type[models.Model], names: tuple[str, ...]
 ) -> tuple[str, tuple[models.Field[Any, Any], ...]]:
     meta = model._meta
-    # As save(update_fields=...) does, an auto_now field is written whenever the row is.
-    auto_now = [f.name for f in _fields(model) if getattr(f, "auto_now", False)]
-    fields = tuple(meta.get_field(n) for n in (*names, *[n for n in auto_now if n not in names]))
+    fields = tuple(meta.get_field(n) for n in _with_auto_now(model, names))
     assignments = ", ".join(f"{_q(f.column)} = %s" for f in fields)
     sql = f"UPDATE {_q(meta.db_table)} SET {assignments} WHERE {_q(meta.pk.column)} = %s"
     return sql, fields  # type: ignore[return-value]
 
 
+def _with_auto_now(model: type[models.Model], names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` and the model's auto_now fields (which save(update_fields=...) would leave)."""
+    auto_now = [f.name for f in _fields(model) if getattr(f, "auto_now", False)]
+    return (*names, *[n for n in auto_now if n not in names])
+
+
 def update(instance: models.Model, names: tuple[str, ...]) -> None:
-    """`instance.save(update_fields=names)` for a row that exists."""
+    """`instance.save(update_fields=names)` for a row that exists, with its auto_now fields
+    (`updated_at`) written too, as a whole-row save() writes them."""
     if connection.vendor != "postgresql":
-        instance.save(update_fields=names)
+        instance.save(update_fields=_with_auto_now(type(instance), names))
         return
     sql, fields = _update_sql(type(instance), names)
     params = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in fields]
