@@ -20,7 +20,7 @@ from a2a.utils.task import (
     validate_page_size,
 )
 from django.db import connection, transaction
-from django.db.models import OuterRef, Q, QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -72,7 +72,7 @@ def task_get(
     *, agent: Agent, principal: Principal, task_id: str, history_length: int | None = None
 ) -> TaskProto:
     """The caller's task as GetTask answers it; on PostgreSQL the row, its history and its
-    artifacts come in one query (`_with_json`), elsewhere in three."""
+    artifacts come in one statement (`_task_read`), elsewhere in three."""
     if history_length is not None and history_length < 0:
         raise InvalidParamsError("'historyLength' must be zero or positive.")
     pk = _task_pk(task_id)
@@ -80,8 +80,7 @@ def task_get(
         owner = None if principal.is_tenant_admin else principal.owner
         task = _task_read(pk, history_length, agent_id=agent.pk, owner=owner)
     else:
-        task = _with_json(task_scope(agent=agent, principal=principal), history_length)
-        task = task.filter(pk=pk).first()
+        task = task_scope(agent=agent, principal=principal).filter(pk=pk).first()
     if task is None:
         raise task_not_found(task_id)
     return task_to_proto(task, history_length=history_length)
@@ -96,29 +95,10 @@ def _task_pk(task_id: str) -> uuid.UUID:
         raise task_not_found(task_id) from None
 
 
-# The names of `_with_json`'s annotations, which task_to_proto reads when they are there.
+# Where `_task_read` puts a task's artifacts and (newest first) history as lists of their
+# JSON; task_to_proto reads them when they are there.
 HISTORY_JSON = "history_json"
 ARTIFACTS_JSON = "artifacts_json"
-
-
-def _with_json(tasks: QuerySet[Task], history_length: int | None) -> QuerySet[Task]:
-    """On PostgreSQL, `tasks` with each task's artifacts (in order) and its newest
-    `history_length` messages (all when None; newest first) as arrays of their JSON, so one
-    query reads a task whole. Elsewhere (SQLite) `tasks` unchanged: task_to_proto reads them."""
-    if connection.vendor != "postgresql":
-        return tasks
-    from django.contrib.postgres.expressions import ArraySubquery
-
-    columns = {
-        ARTIFACTS_JSON: ArraySubquery(
-            Artifact.objects.filter(task_id=OuterRef("pk")).order_by("position").values("data")
-        )
-    }
-    if history_length != 0:
-        newest = Message.objects.filter(task_id=OuterRef("pk")).order_by("-position")
-        newest = newest[:history_length] if history_length else newest
-        columns[HISTORY_JSON] = ArraySubquery(newest.values("data"))
-    return tasks.annotate(**columns)
 
 
 # The columns `_task_read` selects: what a reply and a run need, in the model's field order
@@ -143,7 +123,7 @@ _READ_FIELDS = tuple(
 
 @functools.cache
 def _task_read_sql(scoped: bool, owned: bool, history: str, message_at: bool = False) -> str:
-    """`_with_json`'s query for one task, written once per shape instead of being built and
+    """`_task_read`'s statement, written once per shape instead of a queryset built and
     compiled by the ORM on every read (that was most of a GetTask's CPU)."""
     task, message, artifact = (m._meta for m in (Task, Message, Artifact))
 
@@ -193,8 +173,8 @@ def _task_read(
     owner: str | None = None,
     message_at: int | None = None,
 ) -> Task | None:
-    """PostgreSQL: one task with its artifacts and newest `history_length` messages, as
-    `_with_json` annotates them, in one statement (scoped to `agent_id` and `owner` when
+    """PostgreSQL: one task with its artifacts and newest `history_length` messages (as
+    ARTIFACTS_JSON and HISTORY_JSON), in one statement (scoped to `agent_id` and `owner` when
     given; with the data of its message at position `message_at` as `task.message_at`);
     None when there is no such task."""
     history = "none" if history_length == 0 else "all" if history_length is None else "limit"
@@ -255,7 +235,7 @@ def task_to_proto(
     if task.metadata:
         proto.metadata.update(task.metadata)
     prefetched = getattr(task, "_prefetched_objects_cache", {})
-    read = vars(task)  # what `_with_json` annotated, if it did
+    read = vars(task)  # what `_task_read` set, if it read the task
     if include_artifacts:
         if ARTIFACTS_JSON in read:
             artifacts = read[ARTIFACTS_JSON] or []
@@ -305,7 +285,7 @@ def task_send_result(*, task_id: uuid.UUID, history_length: int | None) -> TaskP
         if task is None:
             raise Task.DoesNotExist(task_id)
     else:
-        task = _with_json(Task.objects.filter(pk=task_id), history_length).get()
+        task = Task.objects.get(pk=task_id)
     return task_reply_message(task) or task_to_proto(task, history_length=history_length)
 
 
