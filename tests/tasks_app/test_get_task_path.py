@@ -108,8 +108,10 @@ def test_the_one_query_read_answers_as_the_plain_reads_do(make_tenant, make_agen
 
 
 def test_the_task_row_history_and_artifacts_are_one_query(make_tenant, make_agent, queries):
-    if connection.vendor != "postgresql":
-        require(False, "the one-query read is PostgreSQL's; SQLite reads the three plainly")
+    require(
+        connection.vendor == "postgresql",
+        "the one-query read is PostgreSQL's; SQLite reads the three plainly",
+    )
     agent = make_agent(make_tenant())
     task_id = _busy_task(agent)
     queries.clear()
@@ -122,8 +124,10 @@ def test_the_task_row_history_and_artifacts_are_one_query(make_tenant, make_agen
 def test_a_cached_caller_gets_a_task_in_one_hop_and_one_query(
     make_tenant, make_agent, queries, hops, monkeypatch
 ):
-    if connection.vendor != "postgresql":
-        require(False, "the one-query read is PostgreSQL's; SQLite reads the three plainly")
+    require(
+        connection.vendor == "postgresql",
+        "the one-query read is PostgreSQL's; SQLite reads the three plainly",
+    )
     # No worker may change the task between the two reads (a live one may be running).
     monkeypatch.setattr("tasks_app.services._enqueue_run", lambda *args: None)
     tenant = make_tenant()

@@ -206,8 +206,10 @@ def test_reconcile_corrects_counts_that_drifted(agent, make_agent):
 def test_concurrent_state_changes_neither_deadlock_nor_lose_counts(
     make_tenant, make_agent, monkeypatch
 ):
-    if connection.vendor != "postgresql":
-        require(False, "row locks and their order are PostgreSQL's; SQLite has one writer")
+    require(
+        connection.vendor == "postgresql",
+        "row locks and their order are PostgreSQL's; SQLite has one writer",
+    )
     # Sends commit here, which would queue real agent runs: the states below are the test's.
     monkeypatch.setattr(services, "_enqueue_run", lambda *args: None)
     # given one owner's tasks, all in one shard, so every change below touches the same rows
