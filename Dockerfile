@@ -1,4 +1,4 @@
-# One image for every process of the platform: web (daphne), worker, beat, gRPC sidecar (rungrpc).
+# One image for every process of the platform: web (daphne processes, runweb), worker, beat, gRPC sidecar (rungrpc).
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 A2A_VAR_DIR=/var/lib/a2a
 WORKDIR /app
@@ -14,4 +14,4 @@ RUN pip install --no-cache-dir . && mkdir -p /var/lib/a2a && useradd --system a2
     && chown a2a /var/lib/a2a
 USER a2a
 EXPOSE 8000 50051
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "a2a_platform.asgi:application"]
+CMD ["python", "manage.py", "runweb", "--bind", "0.0.0.0", "--port", "8000"]

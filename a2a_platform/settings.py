@@ -8,6 +8,7 @@ A malformed value raises ImproperlyConfigured at start-up instead of being guess
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -244,6 +245,9 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# daphne processes of the web tier (manage.py runweb): one per core with Redis; the in-memory
+# channel layer cannot cross processes, so without REDIS_URL there is one.
+A2A_WEB_PROCESSES = _positive_int("A2A_WEB_PROCESSES", (os.cpu_count() or 1) if REDIS_URL else 1)
 
 # --- Celery ---
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")

@@ -71,9 +71,10 @@ TENANT = "bench"
 #
 # By default they are read from `<platform-dir>/scripts/run.sh`: every line that starts a
 # process in the background (`... & pids+=($!)`) is one process, its role guessed from its
-# command (daphne: web; celery ... beat: beat; manage.py rungrpc: not started, the comparison
-# is JSON-RPC; anything else: a worker, whose memory the memory scenario sums). `.venv/bin/`
-# and $PY become the venv in use; $PORT and $A2A_VAR_DIR are filled in.
+# command (daphne or manage.py runweb: web; celery ... beat: beat; manage.py rungrpc: not
+# started, the comparison is JSON-RPC; anything else: a worker, whose memory the memory
+# scenario sums). `.venv/bin/` and $PY become the venv in use; $PORT and $A2A_VAR_DIR are
+# filled in.
 # `--platform-processes builtin` uses PLATFORM_PROCESSES_BUILTIN instead: what run.sh runs
 # today. When the worker's command line changes (the async runtime, separate queues), run.sh
 # changes with it and this follows; or edit the builtin list here.
@@ -128,7 +129,8 @@ def platform_processes_from_run_sh(
         joined = " ".join(argv)
         if "rungrpc" in joined:
             continue
-        role = "web" if "daphne" in argv[0] else "beat" if " beat" in joined else "worker"
+        web = "daphne" in argv[0] or " runweb" in joined
+        role = "web" if web else "beat" if " beat" in joined else "worker"
         processes.append((role, argv))
     if not any(r == "web" for r, _ in processes) or not any(r == "worker" for r, _ in processes):
         raise ValueError(f"run.sh: found no web and worker processes in {run_sh}")

@@ -31,7 +31,7 @@ echo "console: $A2A_PUBLIC_BASE_URL/console/  admin: $A2A_PUBLIC_BASE_URL/admin/
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
-.venv/bin/daphne -b 127.0.0.1 -p "$PORT" a2a_platform.asgi:application & pids+=($!)
+$PY manage.py runweb --port "$PORT" & pids+=($!)
 $PY manage.py rungrpc & pids+=($!)
 # One worker per queue: agent runs (many at once on one event loop), push deliveries, and
 # maintenance (the reaper and the push dispatcher).

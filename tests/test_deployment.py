@@ -24,8 +24,8 @@ def test_compose_runs_the_production_profile():
     services = compose()["services"]
     assert {"postgres", "redis", "migrate", "web", "worker", "beat", "grpc"} <= set(services)
     assert services["postgres"]["image"].startswith("postgres:15")
-    assert " ".join(services["web"]["command"]).startswith("daphne")
-    assert "a2a_platform.asgi:application" in services["web"]["command"]
+    assert services["web"]["command"][:3] == ["python", "manage.py", "runweb"]
+    assert services["web"]["command"][3:] == ["--bind", "0.0.0.0", "--port", "8000"]
     assert services["worker"]["command"][:4] == ["python", "manage.py", "celeryworker", "agents"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "a2a_platform", "beat"]
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]

@@ -1,0 +1,119 @@
+"""manage.py runweb [--bind H] [--port P] [--processes N]: the web tier, N daphne processes
+listening on one port, each on a SO_REUSEPORT socket of its own handed over with daphne's
+`--fd`. `make run` and the benchmark start the web tier with this command, so there is one
+place that says how.
+
+One daphne process serves HTTP on one core; the production profile runs one per core
+(`A2A_WEB_PROCESSES`), the kernel spreading new connections over them. Every request may land
+on any process: tasks, events and the doorbell live in PostgreSQL and Redis. The embedded
+profile's in-memory channel layer cannot cross processes, so there it is one process.
+
+This command binds the port (one already taken is said plainly, before any daphne starts),
+starts the processes, passes SIGTERM and SIGINT on to them, and exits when any of them exits,
+stopping the others, with that process's exit status.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+# How long the processes get to finish their requests after SIGTERM before SIGKILL.
+STOP_GRACE_SECONDS = 30
+
+
+def shared_layer() -> bool:
+    layer = get_channel_layer()
+    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
+
+
+def listen(bind: str, port: int, count: int) -> list[socket.socket]:
+    """`count` sockets listening on bind:port, one per process. With SO_REUSEPORT the kernel
+    spreads new connections over them evenly; one socket shared by all would give most of them
+    to whichever process happens to wake first. A port that another program holds is found by
+    binding once without SO_REUSEPORT first."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    try:
+        socket.create_server((bind, port), family=family).close()
+        sockets = [
+            socket.create_server((bind, port), family=family, backlog=1024, reuse_port=count > 1)
+            for _ in range(count)
+        ]
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise CommandError(
+                f"Port {port} on {bind} is already in use: stop what listens there, or choose "
+                "another port (PORT=8001 make run)."
+            ) from exc
+        raise CommandError(f"Cannot listen on {bind}:{port}: {exc.strerror}") from exc
+    for sock in sockets:
+        sock.set_inheritable(True)
+    return sockets
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve HTTP with N daphne processes sharing one socket (--processes, default "
+        "A2A_WEB_PROCESSES; 1 without a shared channel layer)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--bind", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--processes", type=int, default=None)
+        parser.add_argument(
+            "daphne_args", nargs="*", help="passed on to daphne, after --, e.g. -- --verbosity 0"
+        )
+
+    def handle(self, *args: Any, bind: str, port: int, processes: int | None, **options: Any):
+        count = settings.A2A_WEB_PROCESSES if processes is None else processes
+        if count < 1:
+            raise CommandError(f"--processes must be at least 1, not {count}")
+        if count > 1 and not shared_layer():
+            if processes is not None:
+                raise CommandError(
+                    f"--processes {count} needs a shared channel layer (REDIS_URL): the "
+                    "in-memory one cannot wake a waiter in another process"
+                )
+            count = 1
+        children = []
+        for sock in listen(bind, port, count):
+            argv = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno()), *options["daphne_args"]]
+            argv.append("a2a_platform.asgi:application")
+            children.append(subprocess.Popen(argv, pass_fds=[sock.fileno()]))
+            sock.close()  # the child holds it
+        self.stdout.write(f"web: {count} daphne process(es) on http://{bind}:{port}/")
+
+        def stop(signum: int, _frame: Any) -> None:
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signum)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        status = 0
+        try:
+            pid, wait_status = os.wait()  # the first process to end ends the web tier
+            status = os.waitstatus_to_exitcode(wait_status)
+            for child in children:
+                if child.pid == pid:
+                    child.returncode = status
+        finally:
+            stop(signal.SIGTERM, None)
+            for child in children:
+                try:
+                    child.wait(STOP_GRACE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+        if status:
+            sys.exit(status if status > 0 else 128 - status)
