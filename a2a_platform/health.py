@@ -39,9 +39,20 @@ async def _channel_layer() -> None:
         raise RuntimeError("no channel layer is configured")
     channel = await layer.new_channel("readyz.")
     probe = {"type": "readyz.probe", "nonce": str(uuid.uuid4())}
-    await layer.send(channel, probe)
-    if await layer.receive(channel) != probe:
-        raise RuntimeError("the channel layer returned another message")
+    receiving = asyncio.ensure_future(layer.receive(channel))
+    try:
+        while not receiving.done():
+            # Sent again until it arrives: on the pub/sub layer a message published before
+            # Redis has taken the channel's subscription is lost, as pub/sub is.
+            await layer.send(channel, probe)
+            await asyncio.wait((receiving,), timeout=0.2)
+        if receiving.result() != probe:
+            raise RuntimeError("the channel layer returned another message")
+    finally:
+        receiving.cancel()
+        await asyncio.gather(receiving, return_exceptions=True)
+        if delete := getattr(layer, "delete_channel", None):
+            await delete(channel)
 
 
 CHECKS: dict[str, Callable[[], Awaitable[None]]] = {

@@ -239,7 +239,7 @@ REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "a2a_platform.channel_layer.PubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }

@@ -106,53 +106,86 @@ async def _group_send(layer: Any, group: str, message: dict[str, Any], what: str
         logger.warning("%s failed", what, exc_info=True)
 
 
-class Doorbell:
-    """A waiter's subscription to one task's doorbell.
+class Subscription:
+    """This process listening to one group of the channel layer.
 
-    `wait()` returns when the bell rings or after `timeout`. Without a shared channel layer, or
-    once it fails (Redis down), it only sleeps, and `interval` says how often to look instead.
+    `wait()` returns the next message, or None after `timeout`. One receive stays pending from
+    wait to wait, so a message that arrives between two waits is kept for the next (a receive
+    cancelled at each timeout would, on the pub/sub layer, unsubscribe and miss it); leaving
+    cancels it and lets the channel go. Without a shared channel layer, or once it fails
+    (Redis down), `wait()` only sleeps and `channel` is None.
     """
 
-    def __init__(self, task_id: uuid.UUID | str) -> None:
-        self.group = _group(task_id)
-        self.layer = None
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.layer: Any = None
         self.channel: str | None = None
+        self._receiving: asyncio.Future[dict[str, Any]] | None = None
 
-    @property
-    def interval(self) -> float:
-        # With a doorbell, looking at the log is only a safety net, so it can be slow.
-        return settings.A2A_POLL_INTERVAL_SECONDS * (5 if self.channel else 1)
-
-    async def __aenter__(self) -> Doorbell:
+    async def __aenter__(self) -> Subscription:
         layer = _shared_layer()
         if layer is not None:
             try:
                 channel = await layer.new_channel()
-                await layer.group_add(self.group, channel)
                 self.layer, self.channel = layer, channel
+                await layer.group_add(self.group, channel)
             except Exception:  # Redis down: poll instead of failing the caller
                 logger.warning("Doorbell unavailable for %s; polling", self.group, exc_info=True)
+                await self._leave()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        await self._leave()
+
+    async def join_again(self) -> None:
+        """Join the group again (the original Redis layer forgets members after a day)."""
         if self.channel is not None:
-            try:
-                await self.layer.group_discard(self.group, self.channel)
-            except Exception:
-                logger.warning("Could not leave doorbell group %s", self.group, exc_info=True)
+            await self.layer.group_add(self.group, self.channel)
 
     async def wait(self, timeout: float) -> dict[str, Any] | None:
-        """The ring's message (`ring`'s fields), or None when `timeout` passed first."""
+        """The next message, or None when `timeout` passed first."""
         if timeout <= 0:
             return None
         if self.channel is None:
             await asyncio.sleep(timeout)
             return None
-        try:
-            return await asyncio.wait_for(self.layer.receive(self.channel), timeout)
-        except TimeoutError:
+        if self._receiving is None:
+            self._receiving = asyncio.ensure_future(self.layer.receive(self.channel))
+        done, _ = await asyncio.wait((self._receiving,), timeout=timeout)
+        if not done:
             return None
+        receiving, self._receiving = self._receiving, None
+        try:
+            return receiving.result()
         except Exception:  # the channel layer went away mid-wait: poll from now on
             logger.warning("Doorbell lost for %s; polling", self.group, exc_info=True)
-            self.channel = None
+            await self._leave()
             return None
+
+    async def _leave(self) -> None:
+        channel, self.channel = self.channel, None
+        if self._receiving is not None:
+            self._receiving.cancel()
+            await asyncio.gather(self._receiving, return_exceptions=True)
+            self._receiving = None
+        if channel is None:
+            return
+        try:
+            await self.layer.group_discard(self.group, channel)
+            delete = getattr(self.layer, "delete_channel", None)
+            if delete is not None:
+                await delete(channel)
+        except Exception:
+            logger.warning("Could not leave doorbell group %s", self.group, exc_info=True)
+
+
+class Doorbell(Subscription):
+    """A waiter's subscription to one task's doorbell."""
+
+    def __init__(self, task_id: uuid.UUID | str) -> None:
+        super().__init__(_group(task_id))
+
+    @property
+    def interval(self) -> float:
+        # With a doorbell, looking at the log is only a safety net, so it can be slow.
+        return settings.A2A_POLL_INTERVAL_SECONDS * (5 if self.channel else 1)

@@ -34,7 +34,7 @@ from django.conf import settings
 
 from a2a_platform.db import db
 
-from .doorbell import runner_group
+from .doorbell import Subscription, runner_group
 from .execution import HandedBack, Stop, claim, run
 from .services import (
     task_end,
@@ -176,27 +176,21 @@ class Runtime:
         if layer is None or isinstance(layer, InMemoryChannelLayer):
             await self._poll_for_cancels()  # no cross-process doorbell (the embedded profile)
             return
-        group = runner_group(self.runner)
-        channel = None
         while True:
-            try:
-                if channel is None:
-                    channel = await layer.new_channel()
-                # Joined again on every round: a group forgets members after a day, and Redis
-                # may have restarted.
-                await layer.group_add(group, channel)
-                # A short wait per round: a receive blocked for longer than the Redis client's
-                # read timeout fails instead of waiting.
-                message = await asyncio.wait_for(layer.receive(channel), timeout=3)
-            except TimeoutError:
-                continue
-            except Exception:  # Redis away: the heartbeat covers cancels until it is back
-                logger.warning("Cancel doorbell of %s lost; retrying", self.runner, exc_info=True)
-                channel = None
-                await asyncio.sleep(settings.A2A_WORKER_HEARTBEAT_SECONDS)
-                continue
-            if message.get("type") == "task.cancel":
-                self._stop(uuid.UUID(message["task"]), Stop.CANCEL)
+            async with Subscription(runner_group(self.runner)) as bell:
+                while bell.channel is not None:
+                    # A short wait per round: the group is joined again on every round (a
+                    # group may forget members, and Redis may have restarted).
+                    message = await bell.wait(3)
+                    if message is not None and message.get("type") == "task.cancel":
+                        self._stop(uuid.UUID(message["task"]), Stop.CANCEL)
+                    try:
+                        await bell.join_again()
+                    except Exception:
+                        logger.warning("Cancel doorbell of %s lost", self.runner, exc_info=True)
+                        break
+            # Redis away: the heartbeat covers cancels until it is back.
+            await asyncio.sleep(settings.A2A_WORKER_HEARTBEAT_SECONDS)
 
 
 _runtime: Runtime | None = None

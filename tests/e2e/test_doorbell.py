@@ -1,4 +1,5 @@
 """With Redis as the channel layer, a worker's events ring the task's doorbell across processes,
+a waiter keeps a ring that arrives between two waits and lets its subscription go when done,
 and the batch answer keeps every call's result when one of them needs credentials."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import httpx
 import pytest
 from channels.layers import get_channel_layer
 
-from tasks_app.doorbell import _group
+from tasks_app.doorbell import Subscription, _group
 
 from .clients import raw_send
 
@@ -22,7 +23,7 @@ def test_worker_events_ring_the_doorbell(live_platform, make_tenant, make_agent,
     agent = make_agent(tenant, "slow", config={"delay_seconds": 1})
     url, key = live_platform.agent_url(agent), make_key(tenant)
     layer = get_channel_layer()
-    assert type(layer).__name__ == "RedisChannelLayer"
+    assert type(layer).__name__ == "PubSubChannelLayer"
 
     async def scenario() -> list[dict]:
         async with httpx.AsyncClient(headers={"X-API-Key": key, "A2A-Version": "1.0"}) as http:
@@ -41,6 +42,57 @@ def test_worker_events_ring_the_doorbell(live_platform, make_tenant, make_agent,
     rings = asyncio.run(scenario())
     assert all(r["type"] == "task.event" for r in rings)
     assert [r["seq"] for r in rings] == sorted(r["seq"] for r in rings)
+
+
+def _subscribed() -> set[bytes]:
+    """The channels someone is subscribed to on the channel layer's Redis."""
+    import redis
+    from django.conf import settings
+
+    with redis.Redis.from_url(settings.REDIS_URL) as client:
+        return set(client.pubsub_channels("asgi*"))
+
+
+def test_a_subscription_keeps_a_ring_between_waits_and_lets_go_when_done():
+    group = f"test.{uuid.uuid4().hex}"
+    before = _subscribed()
+
+    async def scenario() -> tuple[dict | None, dict | None, set[bytes]]:
+        layer = get_channel_layer()
+        async with Subscription(group) as bell:
+            assert bell.channel is not None
+            quiet = await bell.wait(0.2)
+            # Rung while nobody is in wait(): the next wait still gets it.
+            await layer.group_send(group, {"type": "task.event", "seq": 7})
+            await asyncio.sleep(0.2)
+            rung = await bell.wait(5)
+            during = _subscribed()
+        return quiet, rung, during
+
+    quiet, rung, during = asyncio.run(scenario())
+    assert quiet is None
+    assert rung == {"type": "task.event", "seq": 7}
+    assert len(during - before) == 2  # its own channel and the group's
+    assert _subscribed() - before == set()
+
+
+def test_blocking_sends_leave_no_subscription_behind(
+    live_platform, make_tenant, make_agent, make_key
+):
+    tenant = make_tenant()
+    agent = make_agent(tenant, "echo")
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    before = _subscribed()
+
+    async def sends() -> list[str]:
+        async with httpx.AsyncClient(headers={"X-API-Key": key, "A2A-Version": "1.0"}) as http:
+            answers = await asyncio.gather(
+                *(http.post(url, json=raw_send(f"hi {n}"), timeout=30) for n in range(20))
+            )
+        return [a.json()["result"]["task"]["status"]["state"] for a in answers]
+
+    assert set(asyncio.run(sends())) == {"TASK_STATE_COMPLETED"}
+    assert _subscribed() - before == set()
 
 
 def test_a_batch_keeps_every_answer_when_one_call_needs_a_key(

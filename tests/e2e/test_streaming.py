@@ -206,10 +206,10 @@ def test_a_disconnected_stream_leaves_its_doorbell_group(
             async with http.stream("POST", url, json=send) as response:
                 first = await read_sse(response, stop_after=1)
                 task_id = first.events[0].data["result"]["task"]["id"]
-                group = f"asgi:group:task.{uuid.UUID(task_id).hex}"
-                assert store.zcard(group) == 1
+                group = f"asgi__group__task.{uuid.UUID(task_id).hex}"  # its pub/sub channel
+                assert store.pubsub_numsub(group) == [(group.encode(), 1)]
         for _ in range(100):  # the server notices the disconnect and cleans up
-            if store.zcard(group) == 0:
+            if store.pubsub_numsub(group) == [(group.encode(), 0)]:
                 return True
             await asyncio.sleep(0.05)
         return False

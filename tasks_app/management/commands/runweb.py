@@ -87,8 +87,8 @@ class Command(BaseCommand):
             count = 1
         children = []
         for sock in listen(bind, port, count):
-            argv = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno()), *options["daphne_args"]]
-            argv.append("a2a_platform.asgi:application")
+            argv = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno())]
+            argv += [*options["daphne_args"], "a2a_platform.asgi:application"]
             children.append(subprocess.Popen(argv, pass_fds=[sock.fileno()]))
             sock.close()  # the child holds it
         self.stdout.write(f"web: {count} daphne process(es) on http://{bind}:{port}/")
