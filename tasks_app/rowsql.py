@@ -13,10 +13,13 @@ it stands for.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from django.db import connection, models
+from django.db import connection, models, transaction
 
 M = TypeVar("M", bound=models.Model)
 
@@ -70,14 +73,60 @@ def _insert_sql(model: type[models.Model]) -> tuple[str, tuple[models.Field[Any,
     return sql, fields
 
 
+# Statements of the `together()` block under way on this thread (the thread's connection).
+_batch = threading.local()
+
+
+@contextlib.contextmanager
+def together() -> Iterator[None]:
+    """One transaction of the `insert` and `execute` statements in the block. On PostgreSQL
+    they are held and sent when the block ends, as one query of several statements: one round
+    trip, which PostgreSQL runs as one transaction (outside an atomic block, with nothing
+    around it). Their results are not read: an auto id is not set on the instance, so only
+    rows whose ids nobody needs afterwards go in the block, and nothing in it may read what an
+    earlier statement of it wrote. Elsewhere the block is `transaction.atomic()`. If the block
+    raises, nothing is written."""
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            yield
+        return
+    if getattr(_batch, "statements", None) is not None:
+        raise RuntimeError("rowsql.together() blocks do not nest")
+    _batch.statements = statements = []
+    try:
+        yield
+    finally:
+        _batch.statements = None
+    if statements:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "; ".join(sql for sql, _ in statements), [p for _, ps in statements for p in ps]
+            )
+
+
+def execute(sql: str, params: list[Any]) -> None:
+    """Run a statement whose result is not read, or hold it for the `together()` block."""
+    statements = getattr(_batch, "statements", None)
+    if statements is not None:
+        statements.append((sql, params))
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
 def insert(instance: M) -> M:
-    """`instance.save(force_insert=True)`."""
+    """`instance.save(force_insert=True)` (in a `together()` block, held until it ends)."""
     if connection.vendor != "postgresql":
         instance.save(force_insert=True)
         return instance
     model = type(instance)
     sql, fields = _insert_sql(model)
     params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
+    if getattr(_batch, "statements", None) is not None:
+        _batch.statements.append((sql, params))
+        instance._state.adding = False
+        instance._state.db = connection.alias
+        return instance
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         if model._meta.pk.db_returning:

@@ -93,7 +93,14 @@ def message_send(
     """
     message = request.message
     _message_validate(agent=agent, request=request)
-    with transaction.atomic():
+    inline_push = request.configuration.HasField("task_push_notification_config")
+    # A new task with nothing to look up (no id the client chose, no push config to store) is
+    # written in one round trip; anything else in a transaction that reads as it goes.
+    if message.task_id or new_task_id is not None or inline_push:
+        unit = transaction.atomic()
+    else:
+        unit = rowsql.together()
+    with unit:
         if message.task_id:
             task = task_get_row(
                 agent=agent, principal=principal, task_id=message.task_id, for_update=True
@@ -161,9 +168,10 @@ def message_send(
             )
         since_seq = task.last_seq
         job_id, task_pk, job_args = task.job_id, task.pk, task.job_args
-        # robust: the message is stored either way; if the broker is down, the reaper queues
-        # the run later, and the client must not be told (by an error) to send it again.
-        transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args), robust=True)
+    # After the block, which has committed (or, inside a caller's transaction, once that does).
+    # robust: the message is stored either way; if the broker is down, the reaper queues the
+    # run later, and the client must not be told (by an error) to send it again.
+    transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args), robust=True)
     return SendOutcome(
         task_id=task_pk, since_seq=since_seq, created=not message.task_id, task=created
     )
@@ -446,14 +454,13 @@ def _task_counts_move(task: Task, old: str | None, new: str) -> None:
     deltas = sorted([(new, 1)] + ([(old, -1)] if old else []))
     table = connection.ops.quote_name(TaskCount._meta.db_table)
     rows = ", ".join(["(%s, %s, %s, %s, %s)"] * len(deltas))
-    with connection.cursor() as cursor:
-        # An upsert, on PostgreSQL and SQLite alike: the first task of a key creates its row.
-        cursor.execute(
-            f"INSERT INTO {table} (agent_id, owner, state, shard, n) VALUES {rows} "
-            "ON CONFLICT (agent_id, owner, state, shard) "
-            f"DO UPDATE SET n = {table}.n + EXCLUDED.n",
-            [v for s, d in deltas for v in (task.agent_id, task.owner, s, shard, d)],
-        )
+    # An upsert, on PostgreSQL and SQLite alike: the first task of a key creates its row.
+    rowsql.execute(
+        f"INSERT INTO {table} (agent_id, owner, state, shard, n) VALUES {rows} "
+        "ON CONFLICT (agent_id, owner, state, shard) "
+        f"DO UPDATE SET n = {table}.n + EXCLUDED.n",
+        [v for s, d in deltas for v in (task.agent_id, task.owner, s, shard, d)],
+    )
 
 
 def task_counts_reconcile(*, agent_id: int | None = None) -> int:

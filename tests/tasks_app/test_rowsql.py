@@ -122,3 +122,42 @@ def test_an_append_numbers_rows_after_the_last_and_never_twice(make_tenant, make
     first = Artifact(task=other, artifact_id="a", data={})
     assert rowsql.append(first, within="task", order="position", unique=("task", "artifact_id"))
     assert first.position == 0 and first.pk  # positions count per task
+
+
+@pytest.mark.django_db(transaction=True)
+def test_statements_together_are_one_query_and_one_transaction(make_tenant, make_agent):
+    from django.db import IntegrityError
+    from django.test.utils import CaptureQueriesContext
+
+    agent = make_agent(make_tenant())
+    task = _task(agent)
+    with CaptureQueriesContext(connection) as queries:
+        with rowsql.together():
+            rowsql.insert(task)
+            event = TaskEvent(task=task, seq=1, kind="task", state="TASK_STATE_SUBMITTED", data={})
+            rowsql.insert(event)
+            rowsql.execute(
+                f"UPDATE {Task._meta.db_table} SET context_id = %s WHERE id = %s", ["c2", task.pk]
+            )
+            assert not Task.objects.filter(pk=task.pk).exists()  # held until the block ends
+    assert len(queries) == 2  # the read above, then the block's three statements as one
+    assert Task.objects.get(pk=task.pk).context_id == "c2"
+    assert TaskEvent.objects.filter(task=task, seq=1).count() == 1
+    assert event.pk is None  # results are not read in a block
+
+    # All or nothing: the second INSERT of the same id fails, and the first is not kept.
+    again, other = _task(agent), _task(agent)
+    with pytest.raises(IntegrityError), rowsql.together():
+        rowsql.insert(other)
+        rowsql.insert(again)
+        rowsql.insert(_task(agent, id=again.pk))
+    assert not Task.objects.filter(pk__in=[other.pk, again.pk]).exists()
+
+    # A block that raises before it ends sends nothing; blocks do not nest.
+    with pytest.raises(ValueError, match="changed my mind"), rowsql.together():
+        rowsql.insert(other)
+        raise ValueError("changed my mind")
+    assert not Task.objects.filter(pk=other.pk).exists()
+    with pytest.raises(RuntimeError, match="do not nest"), rowsql.together():
+        with rowsql.together():
+            pass
