@@ -14,6 +14,17 @@ kombu keeps the bindings it has declared in one state shared by the whole proces
 binding there before writing it to the table. A second thread binding the same queue saw it
 recorded, skipped the write, and published while the table did not yet exist: its messages
 went nowhere. Here every bind makes sure the table holds the binding before it returns.
+
+For `redis://` (and `rediss://`) URLs, the production profile's broker: kombu's own Redis
+transport, with one Redis client per channel instead of one per command. kombu's Redis channel
+builds a new `redis.Redis` for every command it sends outside its polling loop: each publish,
+and the `acks_late` bookkeeping around each delivery (the unacked index on receipt, its removal
+on ack). redis-py's client constructor fills a table of some hundreds of response callbacks,
+so that was about a tenth of an agent worker's CPU under load (py-spy, blocking sends at 16
+clients). A `redis.Redis` is safe to share between threads (each command takes a connection
+from the pool), so the channel keeps one, made again whenever kombu replaces the channel's pool
+(after a fork, on reconnection). The queue, the acknowledgements, the visibility timeout and
+the polling are kombu's.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ import uuid
 from time import monotonic
 from typing import Any
 
-from kombu.transport import TRANSPORT_ALIASES, filesystem
+from kombu.transport import TRANSPORT_ALIASES, filesystem, redis
 from kombu.utils.json import dumps
 
 
@@ -74,6 +85,24 @@ class Transport(filesystem.Transport):
     Channel = Channel
 
 
+class RedisChannel(redis.Channel):
+    _shared_client: Any = None
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        if asynchronous:
+            return super()._create_client(asynchronous=True)
+        client = self._shared_client
+        if client is None or client.connection_pool is not self.pool:
+            client = self._shared_client = super()._create_client()
+        return client
+
+
+class RedisTransport(redis.Transport):
+    Channel = RedisChannel
+
+
 def install() -> None:
-    """Make `filesystem://` broker URLs use this transport, in every process that loads Celery."""
+    """Make `filesystem://` and `redis(s)://` broker URLs use these transports, in every
+    process that loads Celery."""
     TRANSPORT_ALIASES["filesystem"] = "a2a_platform.broker:Transport"
+    TRANSPORT_ALIASES["redis"] = TRANSPORT_ALIASES["rediss"] = "a2a_platform.broker:RedisTransport"

@@ -6,9 +6,9 @@ import os
 
 from celery import Celery
 
-from .broker import install as install_atomic_filesystem_broker
+from .broker import install as install_broker_transports
 
-install_atomic_filesystem_broker()
+install_broker_transports()
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "a2a_platform.settings")
 
 app = Celery("a2a_platform")

@@ -1,4 +1,5 @@
-"""The embedded profile's filesystem broker never hands a consumer a half-written message."""
+"""The embedded profile's filesystem broker never hands a consumer a half-written message; the
+production profile's Redis broker shares one client per channel and delivers every message."""
 
 from __future__ import annotations
 
@@ -111,3 +112,40 @@ def test_a_binding_another_thread_is_still_writing_does_not_drop_messages(tmp_pa
         queue = connection.SimpleQueue(name)
         queue.put({"n": 1})
         assert queue.get(timeout=1).payload == {"n": 1}
+
+
+def _redis_url() -> str:
+    import os
+
+    from tests.conftest import require
+
+    url = os.environ.get("REDIS_URL", "")
+    require(bool(url), "Redis (REDIS_URL; `make test` starts one)")
+    return url
+
+
+def test_the_redis_broker_shares_one_client_per_channel_and_delivers_every_message():
+    from a2a_platform.broker import RedisChannel
+
+    url = _redis_url()
+    with Connection(url, transport_options={"visibility_timeout": 1}) as connection:
+        channel = connection.default_channel
+        assert isinstance(channel, RedisChannel)  # installed for redis:// URLs
+        client = channel._create_client()
+        assert channel._create_client() is client
+        queue = connection.SimpleQueue(f"shared-{threading.get_ident()}")
+        for n in range(20):
+            queue.put({"n": n})
+        got = []
+        for _ in range(20):
+            message = queue.get(timeout=5)
+            got.append(message.payload["n"])
+            message.ack()
+        assert sorted(got) == list(range(20))
+        assert channel._create_client() is client  # the same client all along
+        # When kombu replaces the channel's pool (after a fork), a new client follows it.
+        channel._disconnect_pools()
+        fresh = channel._create_client()
+        assert fresh is not client and fresh.connection_pool is channel.pool
+        assert fresh.ping()
+        queue.close()
