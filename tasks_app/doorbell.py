@@ -25,7 +25,8 @@ def _group(task_id: uuid.UUID | str) -> str:
     return f"task.{uuid.UUID(str(task_id)).hex}"
 
 
-def _shared_layer():  # type: ignore[no-untyped-def]
+def shared_layer():  # type: ignore[no-untyped-def]
+    """The channel layer, if it reaches other processes (Redis); None for the in-memory one."""
     layer = get_channel_layer()
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return None
@@ -69,7 +70,7 @@ def _send(group: str, message: dict[str, Any], what: str) -> None:
     a commit, it is handed to the event loop that made the call, and the thread goes on at
     once instead of waiting for Redis; elsewhere (sync code, tests) it is sent before
     returning."""
-    layer = _shared_layer()
+    layer = shared_layer()
     if layer is None:
         return
     loop = caller_loop()
@@ -123,7 +124,7 @@ class Subscription:
         self._receiving: asyncio.Future[dict[str, Any]] | None = None
 
     async def __aenter__(self) -> Subscription:
-        layer = _shared_layer()
+        layer = shared_layer()
         if layer is not None:
             try:
                 channel = await layer.new_channel()

@@ -46,6 +46,7 @@ def lock(model: type[M], pk: Any) -> M | None:
     transaction ends, or None."""
     if connection.vendor != "postgresql":
         return model._default_manager.select_for_update().filter(pk=pk).first()
+    _reads("lock()")
     with connection.cursor() as cursor:
         cursor.execute(_lock_sql(model), [pk])
         row = cursor.fetchone()
@@ -79,18 +80,19 @@ _batch = threading.local()
 
 @contextlib.contextmanager
 def together() -> Iterator[None]:
-    """One transaction of the `insert` and `execute` statements in the block. On PostgreSQL
-    they are held and sent when the block ends, as one query of several statements: one round
-    trip, which PostgreSQL runs as one transaction (outside an atomic block, with nothing
-    around it). Their results are not read: an auto id is not set on the instance, so only
-    rows whose ids nobody needs afterwards go in the block, and nothing in it may read what an
-    earlier statement of it wrote. Elsewhere the block is `transaction.atomic()`. If the block
-    raises, nothing is written."""
+    """One transaction of the `insert`, `update` and `execute` statements in the block. On
+    PostgreSQL they are held and sent when the block ends, as one query of several statements:
+    one round trip, which PostgreSQL runs as one transaction (outside an atomic block, with
+    nothing around it). Their results are not read: an auto id is not set on the instance, so
+    only rows whose ids nobody needs afterwards go in the block, and nothing in it may read
+    what an earlier statement of it wrote (`lock` and `append`, which read their results,
+    refuse to run in it). Elsewhere the block is `transaction.atomic()`. If the block raises,
+    nothing is written."""
     if connection.vendor != "postgresql":
         with transaction.atomic():
             yield
         return
-    if getattr(_batch, "statements", None) is not None:
+    if _held() is not None:
         raise RuntimeError("rowsql.together() blocks do not nest")
     _batch.statements = statements = []
     try:
@@ -104,11 +106,21 @@ def together() -> Iterator[None]:
             )
 
 
+def _held() -> list[tuple[str, list[Any]]] | None:
+    """The statements of this thread's `together()` block, if one is under way."""
+    return getattr(_batch, "statements", None)
+
+
+def _reads(what: str) -> None:
+    if _held() is not None:
+        raise RuntimeError(f"rowsql.{what} reads its result, which a together() block does not")
+
+
 def execute(sql: str, params: list[Any]) -> None:
     """Run a statement whose result is not read, or hold it for the `together()` block."""
-    statements = getattr(_batch, "statements", None)
-    if statements is not None:
-        statements.append((sql, params))
+    held = _held()
+    if held is not None:
+        held.append((sql, params))
         return
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -122,15 +134,12 @@ def insert(instance: M) -> M:
     model = type(instance)
     sql, fields = _insert_sql(model)
     params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
-    if getattr(_batch, "statements", None) is not None:
-        _batch.statements.append((sql, params))
-        instance._state.adding = False
-        instance._state.db = connection.alias
-        return instance
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        if model._meta.pk.db_returning:
+    if model._meta.pk.db_returning and _held() is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
             setattr(instance, model._meta.pk.attname, cursor.fetchone()[0])
+    else:
+        execute(sql, params)
     instance._state.adding = False
     instance._state.db = connection.alias
     return instance
@@ -161,8 +170,7 @@ def update(instance: models.Model, names: tuple[str, ...]) -> None:
         return
     sql, fields = _update_sql(type(instance), names)
     params = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, instance.pk])
+    execute(sql, [*params, instance.pk])
 
 
 @functools.cache
@@ -209,6 +217,7 @@ def append(instance: M, *, within: str, order: str, unique: tuple[str, ...]) -> 
         setattr(instance, place.attname, 0 if last is None else last + 1)
         instance.save(force_insert=True)
         return True
+    _reads("append()")
     sql, fields = _append_sql(model, within, order, unique)
     params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
     scope = model._meta.get_field(within)

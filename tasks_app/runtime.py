@@ -29,12 +29,11 @@ from concurrent.futures import Future
 from typing import Any
 
 from a2a.types import TaskState
-from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from a2a_platform.db import db
 
-from .doorbell import Subscription, runner_group
+from .doorbell import Subscription, runner_group, shared_layer
 from .execution import HandedBack, Stop, claim, run
 from .services import (
     task_end,
@@ -172,8 +171,7 @@ class Runtime:
                 self._stop(task_id, Stop.CANCEL)
 
     async def _listen_for_cancels(self) -> None:
-        layer = get_channel_layer()
-        if layer is None or isinstance(layer, InMemoryChannelLayer):
+        if shared_layer() is None:
             await self._poll_for_cancels()  # no cross-process doorbell (the embedded profile)
             return
         while True:

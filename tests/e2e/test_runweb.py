@@ -117,3 +117,8 @@ def test_several_processes_need_a_shared_channel_layer(live_platform, tmp_path):
     said = (tmp_path / "web.log").read_text()
     assert "--processes 2 needs a shared channel layer (REDIS_URL)" in said, said
     assert "Traceback" not in said
+    # Asked for in the environment, it is refused the same way, not quietly made one.
+    web = runweb({**env, "A2A_WEB_PROCESSES": "3"}, _free_port(), tmp_path / "env.log")
+    assert web.wait(60) != 0
+    said = (tmp_path / "env.log").read_text()
+    assert "A2A_WEB_PROCESSES=3 needs a shared channel layer (REDIS_URL)" in said, said

@@ -161,3 +161,8 @@ def test_statements_together_are_one_query_and_one_transaction(make_tenant, make
     with pytest.raises(RuntimeError, match="do not nest"), rowsql.together():
         with rowsql.together():
             pass
+    # What reads its result cannot wait for the block's end.
+    with pytest.raises(RuntimeError, match="lock"), rowsql.together():
+        rowsql.lock(Task, task.pk)
+    with pytest.raises(RuntimeError, match="append"), rowsql.together():
+        rowsql.append(event, within="task", order="seq", unique=("task", "seq"))

@@ -23,17 +23,13 @@ import subprocess
 import sys
 from typing import Any
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from tasks_app.doorbell import shared_layer
+
 # How long the processes get to finish their requests after SIGTERM before SIGKILL.
 STOP_GRACE_SECONDS = 30
-
-
-def shared_layer() -> bool:
-    layer = get_channel_layer()
-    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
 
 
 def listen(bind: str, port: int, count: int) -> list[socket.socket]:
@@ -62,8 +58,8 @@ def listen(bind: str, port: int, count: int) -> list[socket.socket]:
 
 class Command(BaseCommand):
     help = (
-        "Serve HTTP with N daphne processes sharing one socket (--processes, default "
-        "A2A_WEB_PROCESSES; 1 without a shared channel layer)."
+        "Serve HTTP with N daphne processes on one port (--processes, default "
+        "A2A_WEB_PROCESSES: one per core with Redis, else 1)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -78,13 +74,14 @@ class Command(BaseCommand):
         count = settings.A2A_WEB_PROCESSES if processes is None else processes
         if count < 1:
             raise CommandError(f"--processes must be at least 1, not {count}")
-        if count > 1 and not shared_layer():
-            if processes is not None:
-                raise CommandError(
-                    f"--processes {count} needs a shared channel layer (REDIS_URL): the "
-                    "in-memory one cannot wake a waiter in another process"
-                )
-            count = 1
+        if count > 1 and shared_layer() is None:
+            asked = (
+                f"--processes {count}" if processes is not None else f"A2A_WEB_PROCESSES={count}"
+            )
+            raise CommandError(
+                f"{asked} needs a shared channel layer (REDIS_URL): the in-memory one cannot "
+                "wake a waiter in another process"
+            )
         children = []
         for sock in listen(bind, port, count):
             argv = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno())]
