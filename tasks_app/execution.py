@@ -1,9 +1,10 @@
 """One agent run: an `a2a-sdk` AgentExecutor driven by a durable event queue.
 
 Any executor written for the official SDK runs unchanged: it gets a RequestContext and an
-EventQueue, and every event it enqueues is persisted (TaskEvent row, task updated) before
-`enqueue_event` returns. Runs are hosted by the worker's runtime (tasks_app.runtime), many at
-once on one event loop; every ORM call goes to the process's database threads.
+EventQueue, and every event it enqueues is persisted (TaskEvent row, task updated), in order,
+before the run ends; events enqueued together are written together. Runs are hosted by the
+worker's runtime (tasks_app.runtime), many at once on one event loop; every ORM call goes to
+the process's database threads.
 """
 
 from __future__ import annotations
@@ -27,19 +28,65 @@ from agents.executors import executor_build
 from .errors import A2AError
 from .models import Task
 from .selectors import task_for_run
-from .services import task_claim, task_end, task_event_record
+from .services import task_claim, task_end, task_events_record
 
 logger = logging.getLogger(__name__)
 
 
+# At most this many events in one write; an executor that gets this far ahead of its writes
+# waits for them.
+EVENTS_PER_WRITE = 100
+
+
 class PlatformEventQueue(EventQueue):
-    """Persists each event of one task; the doorbell rings after each commit."""
+    """Persists the events of one task, in order, as the executor goes on.
+
+    `enqueue_event` hands the event to a writer and returns without waiting for the database,
+    as the SDK's own queue does; events enqueued while a write is under way go together in the
+    next one (one transaction, one ring): an echo run's three events are one write. The run
+    waits for `flush()` before it ends, so every event is stored before the task is released.
+    A write that fails (an event that is not valid) is raised to the executor at its next
+    enqueue, and by `flush()`; the events before the bad one are kept.
+    """
 
     def __init__(self, task_id: uuid.UUID) -> None:
         self.task_id = task_id
+        self.error: Exception | None = None
+        self._pending: list[Event] = []
+        self._writer: asyncio.Future[None] | None = None
 
     async def enqueue_event(self, event: Event) -> None:
-        await db(task_event_record)(task_id=self.task_id, event=event)
+        if self.error is not None:
+            raise self.error
+        self._pending.append(event)
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write())
+        if len(self._pending) >= EVENTS_PER_WRITE:
+            await self.flush()  # an executor that never awaits anything else waits here
+
+    async def flush(self) -> None:
+        """Return once every event enqueued so far is stored; raise the write's error if one
+        failed."""
+        while self._writer is not None:
+            # Shielded: a cancelled executor does not cancel the write of its earlier events.
+            await asyncio.shield(self._writer)
+        if self.error is not None:
+            raise self.error
+
+    async def _write(self) -> None:
+        try:
+            while self._pending and self.error is None:
+                events = self._pending[:EVENTS_PER_WRITE]
+                del self._pending[: len(events)]
+                try:
+                    _, self.error = await db(task_events_record)(
+                        task_id=self.task_id, events=events
+                    )
+                except Exception as exc:  # the database: the run fails with the reason
+                    self.error = exc
+            self._pending.clear()  # after an error nothing more is stored
+        finally:
+            self._writer = None
 
 
 class Stop:
@@ -130,11 +177,14 @@ async def run(
             return
         execution.cancel()
         await asyncio.gather(execution, return_exceptions=True)
+        await _flush(queue)  # what it said before it stopped stays said
         raise HandedBack()
-    if execution.cancelled():
-        await fail(task_id, "The agent's executor was cancelled by itself.")
-        return
-    error = execution.exception()
+    error = await _flush(queue)  # a write that failed fails the run, however it ended
+    if error is None:
+        if execution.cancelled():
+            await fail(task_id, "The agent's executor was cancelled by itself.")
+            return
+        error = execution.exception()
     if error is not None:
         reason = (
             error.message if isinstance(error, A2AError) else f"{type(error).__name__}: {error}"
@@ -148,7 +198,7 @@ async def _cancel(
     execution: asyncio.Future[None],
     executor: AgentExecutor,
     context: RequestContext,
-    queue: EventQueue,
+    queue: PlatformEventQueue,
 ) -> None:
     execution.cancel()
     await asyncio.gather(execution, return_exceptions=True)
@@ -158,4 +208,15 @@ async def _cancel(
         )
     except Exception:
         logger.warning("The executor's cancel() failed for task %s", task_id, exc_info=True)
+    await _flush(queue)
     # If the executor did not end the task itself, task_release ends it as canceled.
+
+
+async def _flush(queue: PlatformEventQueue) -> Exception | None:
+    """Wait until the run's events are stored; the error if a write failed (logged)."""
+    try:
+        await queue.flush()
+    except Exception as exc:
+        logger.warning("Events of task %s not stored: %s", queue.task_id, exc)
+        return exc
+    return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -320,9 +321,9 @@ def _history_append(task: Task, message: MessageProto, *, position: int | None =
     return position
 
 
-def _event_append(task: Task, kind: str, response: StreamResponse) -> int:
+def _event_append(task: Task, kind: str, response: StreamResponse, *, ring: bool = True) -> int:
     task.last_seq += 1
-    _event_insert(task, task.last_seq, kind, response, push=task.has_push_configs)
+    _event_insert(task, task.last_seq, kind, response, push=task.has_push_configs, ring=ring)
     return task.last_seq
 
 
@@ -348,35 +349,70 @@ def _event_insert(
 
 def task_event_record(*, task_id: uuid.UUID, event: Event) -> bool:
     """Persist one executor event and apply it to the task. False if the task had ended."""
+    recorded, error = task_events_record(task_id=task_id, events=[event])
+    if error is not None:
+        raise error
+    return recorded == 1
+
+
+def task_events_record(
+    *, task_id: uuid.UUID, events: Sequence[Event]
+) -> tuple[int, InvalidAgentResponseError | None]:
+    """Persist executor events of one task, in order, in one transaction, and apply them to the
+    task; the doorbell rings once, for the last. Returns how many were recorded and, if one was
+    not valid, its error: the events before it are kept, it and those after it are not. Events
+    that come after the task ended are ignored."""
+    recorded = 0
+    last_kind = ""
     with transaction.atomic():
         task = rowsql.lock(Task, task_id)
         if task is None:
             raise Task.DoesNotExist(task_id)
-        if task.is_terminal:
-            logger.info(
-                "Ignoring %s for task %s: it is already %s",
-                type(event).__name__,
-                task_id,
-                task.state,
-            )
-            return False
-        _event_check_ids(task, event)
-        if isinstance(event, TaskProto):
-            _apply_task(task, event)
-            _event_append(task, TaskEvent.Kind.TASK, StreamResponse(task=task_to_proto(task)))
-        elif isinstance(event, TaskStatusUpdateEvent):
-            _apply_status(task, event)
-            _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=event))
-        elif isinstance(event, TaskArtifactUpdateEvent):
-            _apply_artifact(task, event)
-            _event_append(task, TaskEvent.Kind.ARTIFACT, StreamResponse(artifact_update=event))
-        elif isinstance(event, MessageProto):
-            _apply_message(task, event)
-            _event_append(task, TaskEvent.Kind.MESSAGE, StreamResponse(message=event))
-        else:
-            raise InvalidAgentResponseError(f"The agent emitted an unknown event {event!r}.")
-        rowsql.update(task, EVENT_FIELDS)
-        return True
+        error = None
+        for event in events:
+            if task.is_terminal:
+                logger.info(
+                    "Ignoring %s for task %s: it is already %s",
+                    type(event).__name__,
+                    task_id,
+                    task.state,
+                )
+                continue
+            try:
+                last_kind = _event_apply(task, event)
+            except InvalidAgentResponseError as exc:  # raised before anything was changed
+                error = exc
+                break
+            recorded += 1
+        if recorded:
+            rowsql.update(task, EVENT_FIELDS)
+            task_pk, seq, state = task.pk, task.last_seq, task.state
+            transaction.on_commit(lambda: _ring(task_pk, seq, last_kind, state))
+    return recorded, error
+
+
+def _event_apply(task: Task, event: Event) -> str:
+    """Apply one executor event to the (locked) task and store it, without its ring; its kind.
+    Raises InvalidAgentResponseError, before changing anything, if the event is not valid."""
+    _event_check_ids(task, event)
+    if isinstance(event, TaskProto):
+        kind, apply, response = TaskEvent.Kind.TASK, _apply_task, None
+    elif isinstance(event, TaskStatusUpdateEvent):
+        kind, apply = TaskEvent.Kind.STATUS, _apply_status
+        response = StreamResponse(status_update=event)
+    elif isinstance(event, TaskArtifactUpdateEvent):
+        kind, apply = TaskEvent.Kind.ARTIFACT, _apply_artifact
+        response = StreamResponse(artifact_update=event)
+    elif isinstance(event, MessageProto):
+        kind, apply = TaskEvent.Kind.MESSAGE, _apply_message
+        response = StreamResponse(message=event)
+    else:
+        raise InvalidAgentResponseError(f"The agent emitted an unknown event {event!r}.")
+    apply(task, event)
+    if response is None:  # a whole task: the event is the task as it now stands
+        response = StreamResponse(task=task_to_proto(task))
+    _event_append(task, kind, response, ring=False)
+    return kind
 
 
 # What applying an executor's event may change on the task row (the rest is other rows).

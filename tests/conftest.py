@@ -172,7 +172,8 @@ def live_platform(
         "A2A_PYTHON_EXECUTORS": (
             "tests.agents.sample_executors.ShoutingExecutor,"
             "tests.agents.sample_executors.ExtensionsExecutor,"
-            "tests.agents.sample_executors.SleepRecorder"
+            "tests.agents.sample_executors.SleepRecorder,"
+            "tests.agents.sample_executors.InvalidAfterWork"
         ),
         "PYTHONPATH": str(ROOT),
     }

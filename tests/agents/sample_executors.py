@@ -64,3 +64,22 @@ class SleepRecorder(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         raise NotImplementedError
+
+
+class InvalidAfterWork(AgentExecutor):
+    """Starts work, adds an artifact, then emits a status update without a state (not valid)
+    and would complete: what the platform keeps of a run that went wrong midway."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        from a2a.types import TaskStatusUpdateEvent
+
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.start_work()
+        await updater.add_artifact(new_text_artifact("half", "half done").parts, name="half")
+        await event_queue.enqueue_event(
+            TaskStatusUpdateEvent(task_id=context.task_id, context_id=context.context_id)
+        )
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError

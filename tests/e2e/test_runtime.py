@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.db import connection
 
 from a2a_platform.queues import queue_depths
 from push_app.models import Delivery
@@ -128,6 +129,64 @@ def test_cancel_reaches_the_running_executor_through_the_doorbell(
     assert "message" not in canceled["status"], canceled["status"]
     task = Task.objects.get(pk=task_id)
     assert task.running_since is None and task.runner == ""
+
+
+def _event_transactions(task_id: str) -> list[tuple[str, str, int]]:
+    """The task's events in order: kind, state, and the transaction that wrote each (xmin)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT kind, state, xmin::text::bigint FROM {TaskEvent._meta.db_table} "
+            "WHERE task_id = %s ORDER BY seq",
+            [task_id],
+        )
+        return cursor.fetchall()
+
+
+def test_events_enqueued_together_are_written_in_one_transaction(
+    live_platform, make_tenant, make_agent, make_key
+):
+    tenant = make_tenant()
+    agent = make_agent(tenant, "echo")
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    task = rpc(url, key, "SendMessage", raw_send("together")["params"])["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+
+    events = _event_transactions(task["id"])
+    submitted, *run = events
+    # The web wrote `submitted`; the run's three events (working, the artifact, completed),
+    # enqueued without the executor waiting in between, went to the database together.
+    assert [(kind, state) for kind, state, _ in run] == [
+        ("status_update", "TASK_STATE_WORKING"),
+        ("artifact_update", "TASK_STATE_WORKING"),
+        ("status_update", "TASK_STATE_COMPLETED"),
+    ], events
+    assert len({xid for _, _, xid in run}) == 1, events
+    assert submitted[2] != run[0][2]
+
+
+def test_an_invalid_event_keeps_what_came_before_and_fails_the_run(
+    live_platform, make_tenant, make_agent, make_key, settings
+):
+    executor = "tests.agents.sample_executors.InvalidAfterWork"
+    settings.A2A_PYTHON_EXECUTORS = [executor]
+    tenant = make_tenant()
+    agent = make_agent(tenant, "midway", kind="python", config={"class_path": executor})
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    task = rpc(url, key, "SendMessage", raw_send("go")["params"])["task"]
+
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task
+    reason = task["status"]["message"]["parts"][0]["text"]
+    assert reason == "The agent failed: The agent sent a status update without a state.", reason
+    # Working and the artifact were stored; the invalid update and the `complete` after it
+    # were not; the platform's failure came last.
+    assert [a["artifactId"] for a in task["artifacts"]] and task["artifacts"][0]["name"] == "half"
+    kinds = [(kind, state) for kind, state, _ in _event_transactions(task["id"])]
+    assert kinds == [
+        ("task", "TASK_STATE_SUBMITTED"),
+        ("status_update", "TASK_STATE_WORKING"),
+        ("artifact_update", "TASK_STATE_WORKING"),
+        ("status_update", "TASK_STATE_FAILED"),
+    ], kinds
 
 
 def test_a_push_delivery_proceeds_while_the_agent_queue_is_saturated(
