@@ -72,6 +72,11 @@ for _method in SEND_METHODS:
 SSE_STREAMS_OPEN = Gauge(
     "a2a_sse_streams_open", "SSE responses this process is streaming now.", registry=None
 )
+DOORBELL_WAITERS = Gauge(
+    "a2a_doorbell_waiters",
+    "Waits on a task's doorbell in this process now (blocking sends, streams, cancels).",
+    registry=None,
+)
 
 
 class _Call(Protocol):
@@ -271,8 +276,8 @@ def _registry(*collectors: Collector) -> CollectorRegistry:
 
 # What daphne's /metrics shows, and what the sidecar's port shows (no SSE there, and the
 # storage numbers are daphne's to report: reading them twice would only cost queries).
-WEB_REGISTRY = _registry(SEND_LATENCY, SSE_STREAMS_OPEN, StorageCollector())
-SIDECAR_REGISTRY = _registry(SEND_LATENCY)
+WEB_REGISTRY = _registry(SEND_LATENCY, SSE_STREAMS_OPEN, DOORBELL_WAITERS, StorageCollector())
+SIDECAR_REGISTRY = _registry(SEND_LATENCY, DOORBELL_WAITERS)
 
 # --- exposition -----------------------------------------------------------------------------
 

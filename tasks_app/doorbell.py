@@ -1,7 +1,10 @@
 """The doorbell: a channel-layer message that says "task X has new events".
 
-Postgres is the truth; the doorbell only lets waiters wake early. Without a cross-process
-channel layer (the embedded profile's in-memory layer) nobody rings and waiters poll.
+Postgres is the truth; the doorbell only lets waiters wake early. Every task's rings go to one
+group, which each process that waits on tasks joins once (its hub, `_Hub`): a waiter is a local
+entry, not a subscription of its own, so a blocking send or a stream costs Redis nothing but
+the one PUBLISH of each ring. Without a cross-process channel layer (the embedded profile's
+in-memory layer) nobody rings and waiters poll.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from a2a_platform.db import caller_loop
+from a2a_platform.metrics import DOORBELL_WAITERS
 
 logger = logging.getLogger(__name__)
 
 
-def _group(task_id: uuid.UUID | str) -> str:
-    return f"task.{uuid.UUID(str(task_id)).hex}"
+# The group every task's rings go to; each process with waiters joins it once.
+TASKS_GROUP = "doorbell.tasks"
 
 
 def shared_layer():  # type: ignore[no-untyped-def]
@@ -36,9 +40,10 @@ def shared_layer():  # type: ignore[no-untyped-def]
 def ring(task_id: uuid.UUID | str, seq: int, kind: str = "", state: str = "") -> None:
     """Say that event `seq` (of `kind`, leaving the task in `state`) was written, so a waiter
     for the task's end need not read the log for an event that does not end it."""
-    message = {"type": "task.event", "seq": seq, "kind": kind, "state": state}
+    task = uuid.UUID(str(task_id)).hex
+    message = {"type": "task.event", "task": task, "seq": seq, "kind": kind, "state": state}
     # A missed ring only costs latency: waiters also poll.
-    _send(_group(task_id), message, f"Doorbell for task {task_id}")
+    _send(TASKS_GROUP, message, f"Doorbell for task {task_id}")
 
 
 def runner_group(runner: str) -> str:
@@ -117,8 +122,9 @@ class Subscription:
     (Redis down), `wait()` only sleeps and `channel` is None.
     """
 
-    def __init__(self, group: str) -> None:
+    def __init__(self, group: str, prefix: str = "specific.") -> None:
         self.group = group
+        self.prefix = prefix
         self.layer: Any = None
         self.channel: str | None = None
         self._receiving: asyncio.Future[dict[str, Any]] | None = None
@@ -127,7 +133,7 @@ class Subscription:
         layer = shared_layer()
         if layer is not None:
             try:
-                channel = await layer.new_channel()
+                channel = await layer.new_channel(self.prefix)
                 self.layer, self.channel = layer, channel
                 await layer.group_add(self.group, channel)
             except Exception:  # Redis down: poll instead of failing the caller
@@ -180,13 +186,123 @@ class Subscription:
             logger.warning("Could not leave doorbell group %s", self.group, exc_info=True)
 
 
-class Doorbell(Subscription):
-    """A waiter's subscription to one task's doorbell."""
+class Doorbell:
+    """A waiter for one task's rings, in this process's hub (`async with`).
+
+    `wait()` returns the next ring for the task, or None after `timeout`; a ring that arrives
+    between two waits is kept for the next. When the hub is not listening (no shared channel
+    layer, Redis unreachable) `listening` is False and `wait()` only sleeps: the caller polls.
+    """
 
     def __init__(self, task_id: uuid.UUID | str) -> None:
-        super().__init__(_group(task_id))
+        self.task = uuid.UUID(str(task_id)).hex
+        self._hub: _Hub | None = None
+        self._rings: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def __aenter__(self) -> Doorbell:
+        self._hub = await _hub()
+        if self._hub is not None:
+            self._hub.add(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._hub is not None:
+            self._hub.discard(self)
+            self._hub = None
+
+    @property
+    def listening(self) -> bool:
+        return self._hub is not None and self._hub.listening
 
     @property
     def interval(self) -> float:
         # With a doorbell, looking at the log is only a safety net, so it can be slow.
-        return settings.A2A_POLL_INTERVAL_SECONDS * (5 if self.channel else 1)
+        return settings.A2A_POLL_INTERVAL_SECONDS * (5 if self.listening else 1)
+
+    async def wait(self, timeout: float) -> dict[str, Any] | None:
+        """The next ring for the task, or None when `timeout` passed first."""
+        if timeout <= 0:
+            return None
+        if not self.listening and self._rings.empty():
+            await asyncio.sleep(timeout)
+            return None
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._rings.get()
+        except TimeoutError:
+            return None
+
+
+# After the hub could not start (Redis unreachable), waiters poll this long before the next try.
+_HUB_RETRY_SECONDS = 5.0
+
+
+class _Hub:
+    """One event loop's membership of the tasks group: it hands each ring to the waiters of
+    its task in this process. Started by the first waiter, it stays for the loop's life."""
+
+    def __init__(self) -> None:
+        self.bell = Subscription(TASKS_GROUP, prefix="doorbell.")
+        self.waiters: dict[str, set[Doorbell]] = {}
+        self.failed_at: float | None = None
+        self.started: asyncio.Future[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
+
+    @property
+    def listening(self) -> bool:
+        return self.bell.channel is not None
+
+    def add(self, bell: Doorbell) -> None:
+        self.waiters.setdefault(bell.task, set()).add(bell)
+        DOORBELL_WAITERS.inc()
+
+    def discard(self, bell: Doorbell) -> None:
+        bells = self.waiters.get(bell.task)
+        if bells is not None and bell in bells:
+            bells.remove(bell)
+            DOORBELL_WAITERS.dec()
+            if not bells:
+                del self.waiters[bell.task]
+
+    async def start(self) -> None:
+        await self.bell.__aenter__()
+        if self.listening:
+            self._listener = asyncio.ensure_future(self._listen())
+        else:
+            self.failed_at = asyncio.get_running_loop().time()
+
+    async def _listen(self) -> None:
+        while self.listening:
+            message = await self.bell.wait(30)
+            if message is not None and message.get("type") == "task.event":
+                for bell in self.waiters.get(message.get("task", ""), ()):
+                    bell._rings.put_nowait(message)
+            elif message is None and self.listening:
+                try:  # the original Redis layer forgets group members after a day
+                    await self.bell.join_again()
+                except Exception:
+                    logger.warning("Doorbell lost for the tasks group; polling", exc_info=True)
+                    await self.bell._leave()
+        self.failed_at = asyncio.get_running_loop().time()
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
+
+
+async def _hub() -> _Hub | None:
+    """This event loop's hub, started on first use; None without a shared channel layer."""
+    if shared_layer() is None:
+        return None
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is not None and hub.failed_at is not None:
+        if loop.time() - hub.failed_at < _HUB_RETRY_SECONDS:
+            return hub  # not listening: its waiters poll
+        hub = None  # try again
+    if hub is None:
+        hub = _hubs[loop] = _Hub()
+        hub.started = asyncio.ensure_future(hub.start())
+    assert hub.started is not None
+    # Shielded: a waiter cancelled while the hub starts does not stop it for the others.
+    await asyncio.shield(hub.started)
+    return hub

@@ -114,7 +114,7 @@ class EventFollower:
             now = loop.time()
             if rows:
                 quiet_since = now
-                if len(rows) >= EVENTS_PER_READ or self._bell.channel is None:
+                if len(rows) >= EVENTS_PER_READ or not self._bell.listening:
                     continue  # more may be there; without a doorbell no ring would say so
                 # Subscribed before the first read: an event written since rings, and the
                 # ring waits in the channel, so waiting now misses nothing.

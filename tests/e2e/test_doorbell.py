@@ -1,5 +1,6 @@
 """With Redis as the channel layer, a worker's events ring the task's doorbell across processes,
 a waiter keeps a ring that arrives between two waits and lets its subscription go when done,
+waiters are entries of their process's one subscription and are all gone after their calls,
 and the batch answer keeps every call's result when one of them needs credentials."""
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import httpx
 import pytest
 from channels.layers import get_channel_layer
 
-from tasks_app.doorbell import Subscription, _group
+from tasks_app.doorbell import TASKS_GROUP, Subscription
 
-from .clients import raw_send
+from .clients import doorbell_waiters, raw_send
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -33,10 +34,12 @@ def test_worker_events_ring_the_doorbell(live_platform, make_tenant, make_agent,
             )
         task_id = response.json()["result"]["task"]["id"]
         channel = await layer.new_channel()
-        await layer.group_add(_group(task_id), channel)
+        await layer.group_add(TASKS_GROUP, channel)  # every task's rings
         rings = []
         while not rings or rings[-1]["seq"] < 4:  # working, artifact, completed
-            rings.append(await asyncio.wait_for(layer.receive(channel), 15))
+            ring = await asyncio.wait_for(layer.receive(channel), 15)
+            if ring["task"] == uuid.UUID(task_id).hex:
+                rings.append(ring)
         return rings
 
     rings = asyncio.run(scenario())
@@ -44,14 +47,22 @@ def test_worker_events_ring_the_doorbell(live_platform, make_tenant, make_agent,
     assert [r["seq"] for r in rings] == sorted(r["seq"] for r in rings)
 
 
-def _subscribed(pattern: str = "asgi[^a]*") -> set[bytes]:
-    """The channels someone is subscribed to on the channel layer's Redis; by default not the
-    one each event loop keeps (`asgianchor.*`, a2a_platform.channel_layer)."""
+# What each process keeps for its life: an event loop's anchor (a2a_platform.channel_layer) and
+# the doorbell hub's channel and group (tasks_app.doorbell).
+KEPT = (b"asgianchor.", b"asgidoorbell.", f"asgi__group__{TASKS_GROUP}".encode())
+
+
+def _subscribed(pattern: str = "asgi*") -> set[bytes]:
+    """The channels someone is subscribed to on the channel layer's Redis; by default not
+    those a process keeps for its life (`KEPT`)."""
     import redis
     from django.conf import settings
 
     with redis.Redis.from_url(settings.REDIS_URL) as client:
-        return set(client.pubsub_channels(pattern))
+        channels = set(client.pubsub_channels(pattern))
+    if pattern != "asgi*":
+        return channels
+    return {c for c in channels if not c.startswith(KEPT)}
 
 
 def test_a_subscription_keeps_a_ring_between_waits_and_lets_go_when_done():
@@ -96,6 +107,9 @@ def test_blocking_sends_leave_no_subscription_behind(
 
     assert set(asyncio.run(sends())) == {"TASK_STATE_COMPLETED"}
     assert _subscribed() - before == set()
+    # The waits were entries of daphne's one subscription to the tasks group, all gone now.
+    assert f"asgi__group__{TASKS_GROUP}".encode() in _subscribed("asgi__group__*")
+    assert doorbell_waiters(live_platform) == 0
 
 
 def test_a_batch_keeps_every_answer_when_one_call_needs_a_key(
