@@ -52,6 +52,7 @@ class PlatformEventQueue(EventQueue):
     def __init__(self, task_id: uuid.UUID) -> None:
         self.task_id = task_id
         self.error: Exception | None = None
+        self.released = False  # an event ended the task, and with it the run's hold
         self._pending: list[Event] = []
         self._writer: asyncio.Future[None] | None = None
 
@@ -79,11 +80,12 @@ class PlatformEventQueue(EventQueue):
                 events = self._pending[:EVENTS_PER_WRITE]
                 del self._pending[: len(events)]
                 try:
-                    _, self.error = await db(task_events_record)(
-                        task_id=self.task_id, events=events
-                    )
+                    recorded = await db(task_events_record)(task_id=self.task_id, events=events)
                 except Exception as exc:  # the database: the run fails with the reason
                     self.error = exc
+                else:
+                    self.error = recorded.error
+                    self.released = self.released or recorded.released
             self._pending.clear()  # after an error nothing more is stored
         finally:
             self._writer = None
@@ -133,9 +135,10 @@ async def run(
     configuration: dict[str, Any],
     extensions: list[str],
     stop: Stop,
-) -> None:
-    """Run the agent on a task this worker has claimed (`loaded` by `claim`). The caller
-    releases the task afterwards, which also fails it if the executor left it unsettled.
+) -> bool:
+    """Run the agent on a task this worker has claimed (`loaded` by `claim`). True when an
+    event of the run ended the task and so released it; otherwise the caller releases the
+    task afterwards, which also fails it if the executor left it unsettled.
 
     Raises HandedBack when `stop` asks for a hand-back before the executor finished.
     """
@@ -147,7 +150,7 @@ async def run(
     except Exception as exc:
         logger.exception("Cannot build executor for agent %s", agent)
         await fail(task_id, f"The agent's executor could not be started: {exc}")
-        return
+        return False
     request = SendMessageRequest(message=message)
     if configuration:
         request.configuration.CopyFrom(ParseDict(configuration, SendMessageConfiguration()))
@@ -174,7 +177,7 @@ async def run(
     if not execution.done():
         if stop.reason == Stop.CANCEL:
             await _cancel(task_id, execution, executor, context, queue)
-            return
+            return False
         execution.cancel()
         await asyncio.gather(execution, return_exceptions=True)
         await _flush(queue)  # what it said before it stopped stays said
@@ -183,14 +186,14 @@ async def run(
     if error is None:
         if execution.cancelled():
             await fail(task_id, "The agent's executor was cancelled by itself.")
-            return
+            return False
         error = execution.exception()
-    if error is not None:
-        reason = (
-            error.message if isinstance(error, A2AError) else f"{type(error).__name__}: {error}"
-        )
-        logger.warning("Agent %s failed on task %s: %s", agent, task_id, reason)
-        await fail(task_id, f"The agent failed: {reason}")
+    if error is None:
+        return queue.released
+    reason = error.message if isinstance(error, A2AError) else f"{type(error).__name__}: {error}"
+    logger.warning("Agent %s failed on task %s: %s", agent, task_id, reason)
+    await fail(task_id, f"The agent failed: {reason}")
+    return False
 
 
 async def _cancel(

@@ -108,7 +108,7 @@ class Runtime:
             if loaded is None:
                 return outcome
             try:
-                await run(task_id, loaded, configuration, extensions, stop)
+                released = await run(task_id, loaded, configuration, extensions, stop)
             except HandedBack:
                 handed = await db(task_handback)(task_id=task_id, job_id=job_id, job_args=job_args)
                 logger.info("Task %s %s", task_id, "handed back" if handed else "ended meanwhile")
@@ -122,7 +122,9 @@ class Runtime:
                     state=TaskState.TASK_STATE_FAILED,
                     reason=f"The platform could not run the agent ({type(exc).__name__}: {exc}).",
                 )
-            await db(task_release)(task_id=task_id, executor_returned=True)
+                released = False
+            if not released:  # the run's last write did not end the task (and release it)
+                await db(task_release)(task_id=task_id, executor_returned=True)
             return outcome
         finally:
             del self.stops[task_id]

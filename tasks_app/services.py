@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from a2a.server.events import Event
 from a2a.types import Artifact as ArtifactProto
@@ -349,19 +349,27 @@ def _event_insert(
 
 def task_event_record(*, task_id: uuid.UUID, event: Event) -> bool:
     """Persist one executor event and apply it to the task. False if the task had ended."""
-    recorded, error = task_events_record(task_id=task_id, events=[event])
-    if error is not None:
-        raise error
-    return recorded == 1
+    recorded = task_events_record(task_id=task_id, events=[event])
+    if recorded.error is not None:
+        raise recorded.error
+    return recorded.count == 1
 
 
-def task_events_record(
-    *, task_id: uuid.UUID, events: Sequence[Event]
-) -> tuple[int, InvalidAgentResponseError | None]:
+class Recorded(NamedTuple):
+    """What `task_events_record` did: how many events it stored; the error of the first that
+    was not valid, if one was; whether the task ended, and so was released from its run."""
+
+    count: int
+    error: InvalidAgentResponseError | None
+    released: bool
+
+
+def task_events_record(*, task_id: uuid.UUID, events: Sequence[Event]) -> Recorded:
     """Persist executor events of one task, in order, in one transaction, and apply them to the
-    task; the doorbell rings once, for the last. Returns how many were recorded and, if one was
-    not valid, its error: the events before it are kept, it and those after it are not. Events
-    that come after the task ended are ignored."""
+    task; the doorbell rings once, for the last. If one is not valid, the events before it are
+    kept, it and those after it are not (`Recorded.error`). Events that come after the task
+    ended are ignored. An event that ends the task also ends the run's hold on it (what
+    `task_release` would do next, in the same statement)."""
     recorded = 0
     last_kind = ""
     with transaction.atomic():
@@ -384,11 +392,16 @@ def task_events_record(
                 error = exc
                 break
             recorded += 1
-        if recorded:
-            rowsql.update(task, EVENT_FIELDS)
-            task_pk, seq, state = task.pk, task.last_seq, task.state
-            transaction.on_commit(lambda: _ring(task_pk, seq, last_kind, state))
-    return recorded, error
+        if not recorded:
+            return Recorded(0, error, False)
+        released = task.is_terminal
+        if released:
+            task.running_since = task.lease_expires_at = None
+            task.runner = ""
+        rowsql.update(task, EVENT_FIELDS + RUN_FIELDS if released else EVENT_FIELDS)
+        task_pk, seq, state = task.pk, task.last_seq, task.state
+        transaction.on_commit(lambda: _ring(task_pk, seq, last_kind, state))
+    return Recorded(recorded, error, released)
 
 
 def _event_apply(task: Task, event: Event) -> str:
@@ -424,6 +437,8 @@ EVENT_FIELDS = (
     "last_seq",
     "reply_message_id",
 )
+# A run's hold on the task, which `task_release` ends.
+RUN_FIELDS = ("running_since", "lease_expires_at", "runner")
 
 
 def _event_check_ids(task: Task, event: Event) -> None:

@@ -142,7 +142,7 @@ def _event_transactions(task_id: str) -> list[tuple[str, str, int]]:
         return cursor.fetchall()
 
 
-def test_events_enqueued_together_are_written_in_one_transaction(
+def test_events_enqueued_together_are_written_in_one_transaction_that_ends_the_run(
     live_platform, make_tenant, make_agent, make_key
 ):
     tenant = make_tenant()
@@ -162,6 +162,17 @@ def test_events_enqueued_together_are_written_in_one_transaction(
     ], events
     assert len({xid for _, _, xid in run}) == 1, events
     assert submitted[2] != run[0][2]
+    # The event that ended the task also ended the run's hold on it, in that same transaction:
+    # nothing updated the row after it.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT xmin::text::bigint, running_since, runner FROM {Task._meta.db_table} "
+            "WHERE id = %s",
+            [task["id"]],
+        )
+        xid, running_since, runner = cursor.fetchone()
+    assert (running_since, runner) == (None, "")
+    assert xid == run[0][2]
 
 
 def test_an_invalid_event_keeps_what_came_before_and_fails_the_run(
