@@ -13,6 +13,7 @@ import asyncio
 import logging
 import uuid
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -203,6 +204,9 @@ class Doorbell:
         self._hub = await _hub()
         if self._hub is not None:
             self._hub.add(self)
+            last = self._hub.recent.get(self.task)
+            if last is not None:  # rung before this waiter came: it is the next ring
+                self._rings.put_nowait(last)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -235,6 +239,10 @@ class Doorbell:
 
 # After the hub could not start (Redis unreachable), waiters poll this long before the next try.
 _HUB_RETRY_SECONDS = 5.0
+# The last ring of this many tasks is kept for waiters that come after it.
+_RECENT_RINGS = 10_000
+# A hub listening this long is surely subscribed (Redis runs a SUBSCRIBE as it reads it).
+_SETTLED_SECONDS = 1.0
 
 
 class _Hub:
@@ -244,6 +252,8 @@ class _Hub:
     def __init__(self) -> None:
         self.bell = Subscription(TASKS_GROUP, prefix="doorbell.")
         self.waiters: dict[str, set[Doorbell]] = {}
+        self.recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.listening_since: float | None = None
         self.failed_at: float | None = None
         self.started: asyncio.Future[None] | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -267,6 +277,7 @@ class _Hub:
     async def start(self) -> None:
         await self.bell.__aenter__()
         if self.listening:
+            self.listening_since = asyncio.get_running_loop().time()
             self._listener = asyncio.ensure_future(self._listen())
         else:
             self.failed_at = asyncio.get_running_loop().time()
@@ -275,7 +286,12 @@ class _Hub:
         while self.listening:
             message = await self.bell.wait(30)
             if message is not None and message.get("type") == "task.event":
-                for bell in self.waiters.get(message.get("task", ""), ()):
+                task = message.get("task", "")
+                self.recent[task] = message
+                self.recent.move_to_end(task)
+                if len(self.recent) > _RECENT_RINGS:
+                    self.recent.popitem(last=False)
+                for bell in self.waiters.get(task, ()):
                     bell._rings.put_nowait(message)
             elif message is None and self.listening:
                 try:  # the original Redis layer forgets group members after a day
@@ -287,6 +303,16 @@ class _Hub:
 
 
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
+
+
+async def hearing_every_ring() -> bool:
+    """Whether this process hears every ring from now on (bar a Redis failure): its hub has
+    been listening a while. A waiter that starts after a task changed still gets the ring of
+    the change (the hub keeps each task's last ring), so it need not read the log first."""
+    hub = await _hub()
+    if hub is None or not hub.listening or hub.listening_since is None:
+        return False
+    return asyncio.get_running_loop().time() - hub.listening_since >= _SETTLED_SECONDS
 
 
 async def _hub() -> _Hub | None:

@@ -42,6 +42,7 @@ from agents.errors import AuthenticationRequired
 from agents.models import Agent
 
 from .dialects import V1_0
+from .doorbell import hearing_every_ring
 from .errors import InvalidParamsError, PushNotificationNotSupportedError, UnsupportedOperationError
 from .models import TERMINAL_STATES
 from .selectors import task_get, task_get_row, task_list, task_send_result, task_snapshot
@@ -112,14 +113,19 @@ async def send_message(
     """Send and, unless `returnImmediately`, wait for the turn to settle. `new_task_id` names
     the task a new conversation creates (v0.1 clients choose their task ids)."""
     check_tenant(caller, request.tenant)
+    blocking = not request.configuration.return_immediately
+    # Known before the message is stored: then every ring for its turn reaches the wait below.
+    hearing = blocking and await hearing_every_ring()
     outcome = await _send(caller, request, new_task_id)
-    if request.configuration.return_immediately and outcome.task is not None:
+    if not blocking and outcome.task is not None:
         return _history_cut(outcome.task, _history_length(request))  # as the send made it
-    if not request.configuration.return_immediately:
+    if blocking:
         # Follow the log from this message on: a follow-up to an input-required task waits for
         # the agent's next settled state, not the one it already had.
         async with EventFollower(outcome.task_id, outcome.since_seq) as follower:
-            await follower.settled(deadline=_deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS))
+            await follower.settled(
+                deadline=_deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS), read_first=not hearing
+            )
     return await db(task_send_result)(
         task_id=outcome.task_id, history_length=_history_length(request)
     )

@@ -62,15 +62,21 @@ class EventFollower:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._bell.__aexit__(*exc_info)
 
-    async def settled(self, *, deadline: float) -> None:
+    async def settled(self, *, deadline: float, read_first: bool = True) -> None:
         """Return once an event after `seq` ends the wait (or at `deadline`), without reading
         the events' content: the log's kinds and states are read at the start and whenever
         the doorbell stays quiet for its safety-net interval (every poll interval, without a
         doorbell); a ring that says a final event came ends the wait at once. What a blocking
-        send, and a cancel waiting for its worker, wait with."""
+        send, and a cancel waiting for its worker, wait with. `read_first=False` skips the
+        first read when the doorbell heard every ring since `seq` was the last
+        (`hearing_every_ring()` before it was written)."""
         loop = asyncio.get_running_loop()
+        read = read_first
         while True:
-            rows = await db(task_event_states_after)(task_id=self.task_id, after_seq=self.seq)
+            rows = []
+            if read:
+                rows = await db(task_event_states_after)(task_id=self.task_id, after_seq=self.seq)
+            read = True
             for seq, kind, state in rows:
                 self.seq = seq
                 if is_final(kind, state, self.ends_at):

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from channels.layers import get_channel_layer
 
-from tasks_app.doorbell import TASKS_GROUP, Subscription
+from tasks_app.doorbell import TASKS_GROUP, Doorbell, Subscription, hearing_every_ring
 
 from .clients import doorbell_waiters, raw_send
 
@@ -88,6 +88,30 @@ def test_a_subscription_keeps_a_ring_between_waits_and_lets_go_when_done():
     assert rung == {"type": "task.event", "seq": 7}
     assert len(during - before) == 2  # its own channel and the group's
     assert _subscribed() - before == set()
+
+
+def test_a_waiter_that_comes_after_a_ring_still_gets_it():
+    task = uuid.uuid4()
+
+    async def scenario() -> tuple[bool, bool, dict | None, dict | None]:
+        layer = get_channel_layer()
+        async with Doorbell(uuid.uuid4()):  # starts this loop's hub
+            early = await hearing_every_ring()
+            await asyncio.sleep(1.1)
+            later = await hearing_every_ring()
+        ring = {"type": "task.event", "task": task.hex, "seq": 3, "kind": "status_update"}
+        await layer.group_send(TASKS_GROUP, ring)
+        await asyncio.sleep(0.3)  # the hub hears it while nobody waits for the task
+        async with Doorbell(task) as bell:
+            kept = await bell.wait(5)
+            nothing_more = await bell.wait(0.3)
+        return early, later, kept, nothing_more
+
+    early, later, kept, nothing_more = asyncio.run(scenario())
+    # Only a hub that has listened a while is trusted to have heard everything since.
+    assert (early, later) == (False, True)
+    assert kept is not None and kept["seq"] == 3
+    assert nothing_more is None
 
 
 def test_blocking_sends_leave_no_subscription_behind(
