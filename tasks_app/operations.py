@@ -149,11 +149,14 @@ async def send_message_stream(
                 "(<task-id>:<seq>); send the `id` of the last event received, or no header."
             )
         return await subscribe_to_task(caller, task_id, caller.last_event_id)
+    hearing = await hearing_every_ring()  # before the message is stored, as for send_message
     outcome = await _send(caller, request, new_task_id)
-    return _send_stream(outcome, _history_length(request))
+    return _send_stream(outcome, _history_length(request), hearing)
 
 
-async def _send_stream(outcome: SendOutcome, history_length: int | None) -> Stream:
+async def _send_stream(
+    outcome: SendOutcome, history_length: int | None, hearing: bool = False
+) -> Stream:
     keepalive = settings.A2A_SSE_KEEPALIVE_SECONDS
     if outcome.created:
         # A new task: the stream opens at once with the task as this send committed it
@@ -168,7 +171,7 @@ async def _send_stream(outcome: SendOutcome, history_length: int | None) -> Stre
         else:
             since = outcome.since_seq - 1
         async with EventFollower(outcome.task_id, since) as follower:
-            async for item in follower.events(idle=keepalive):
+            async for item in follower.events(idle=keepalive, read_first=not hearing):
                 yield _cut_history(item, history_length)
         return
     # A follow-up to an interrupted task: the task as committed still shows the state that

@@ -94,16 +94,25 @@ class EventFollower:
                     return
 
     async def events(
-        self, *, idle: float | None = None, deadline: float | None = None
+        self,
+        *,
+        idle: float | None = None,
+        deadline: float | None = None,
+        read_first: bool = True,
     ) -> AsyncIterator[StreamItem | None]:
         """Yield the next events until one is final. Yield None after `idle` seconds with
-        nothing to say (for keep-alives); stop quietly at `deadline` (a loop time)."""
+        nothing to say (for keep-alives); stop quietly at `deadline` (a loop time).
+        `read_first=False`: as for `settled`, wait for a ring before the first read."""
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
+        read = read_first
         while True:
-            rows = await db(task_events_after)(
-                task_id=self.task_id, after_seq=self.seq, limit=EVENTS_PER_READ
-            )
+            rows = []
+            if read:
+                rows = await db(task_events_after)(
+                    task_id=self.task_id, after_seq=self.seq, limit=EVENTS_PER_READ
+                )
+            read = True
             for seq, kind, state, data in rows:
                 if seq <= self.seq:
                     continue  # the owner moved `seq` past these (it sent a snapshot)
@@ -122,8 +131,8 @@ class EventFollower:
                 quiet_since = now
                 if len(rows) >= EVENTS_PER_READ or not self._bell.listening:
                     continue  # more may be there; without a doorbell no ring would say so
-                # Subscribed before the first read: an event written since rings, and the
-                # ring waits in the channel, so waiting now misses nothing.
+                # The waiter joined the hub before the first read: the ring of an event
+                # written since waits in its queue, so waiting now misses nothing.
             if deadline is not None and now >= deadline:
                 return
             pause = self._bell.interval
