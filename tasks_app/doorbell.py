@@ -14,6 +14,7 @@ import logging
 import uuid
 import weakref
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -145,10 +146,24 @@ class Subscription:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._leave()
 
-    async def join_again(self) -> None:
-        """Join the group again (the original Redis layer forgets members after a day)."""
-        if self.channel is not None:
-            await self.layer.group_add(self.group, self.channel)
+    async def messages(self, rejoin: float) -> AsyncIterator[dict[str, Any]]:
+        """The group's messages as they arrive, until the subscription is lost (Redis away).
+        The group is joined again every `rejoin` seconds: the original Redis layer forgets
+        members after a day, and Redis may have restarted."""
+        loop = asyncio.get_running_loop()
+        joined = loop.time()
+        while self.channel is not None:
+            message = await self.wait(rejoin)
+            if message is not None:
+                yield message
+            if self.channel is None or loop.time() - joined < rejoin:
+                continue
+            try:
+                await self.layer.group_add(self.group, self.channel)
+                joined = loop.time()
+            except Exception:
+                logger.warning("Doorbell lost for %s", self.group, exc_info=True)
+                await self._leave()
 
     async def wait(self, timeout: float) -> dict[str, Any] | None:
         """The next message, or None when `timeout` passed first."""
@@ -283,23 +298,17 @@ class _Hub:
             self.failed_at = asyncio.get_running_loop().time()
 
     async def _listen(self) -> None:
-        while self.listening:
-            message = await self.bell.wait(30)
-            if message is not None and message.get("type") == "task.event":
-                task = message.get("task", "")
-                self.recent[task] = message
-                self.recent.move_to_end(task)
-                if len(self.recent) > _RECENT_RINGS:
-                    self.recent.popitem(last=False)
-                for bell in self.waiters.get(task, ()):
-                    bell._rings.put_nowait(message)
-            elif message is None and self.listening:
-                try:  # the original Redis layer forgets group members after a day
-                    await self.bell.join_again()
-                except Exception:
-                    logger.warning("Doorbell lost for the tasks group; polling", exc_info=True)
-                    await self.bell._leave()
-        self.failed_at = asyncio.get_running_loop().time()
+        async for message in self.bell.messages(rejoin=30):
+            if message.get("type") != "task.event":
+                continue
+            task = message.get("task", "")
+            self.recent[task] = message
+            self.recent.move_to_end(task)
+            if len(self.recent) > _RECENT_RINGS:
+                self.recent.popitem(last=False)
+            for bell in self.waiters.get(task, ()):
+                bell._rings.put_nowait(message)
+        self.failed_at = asyncio.get_running_loop().time()  # its waiters poll from now on
 
 
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()

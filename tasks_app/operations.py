@@ -168,8 +168,8 @@ async def _send_stream(
             )
             yield _cut_history(opening, history_length)
             since = outcome.since_seq
-        else:
-            since = outcome.since_seq - 1
+        else:  # its first event is in the log, and no ring will say so: read it
+            since, hearing = outcome.since_seq - 1, False
         async with EventFollower(outcome.task_id, since) as follower:
             async for item in follower.events(idle=keepalive, read_first=not hearing):
                 yield _cut_history(item, history_length)

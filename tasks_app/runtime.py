@@ -178,17 +178,9 @@ class Runtime:
             return
         while True:
             async with Subscription(runner_group(self.runner)) as bell:
-                while bell.channel is not None:
-                    # A short wait per round: the group is joined again on every round (a
-                    # group may forget members, and Redis may have restarted).
-                    message = await bell.wait(3)
-                    if message is not None and message.get("type") == "task.cancel":
+                async for message in bell.messages(rejoin=3):
+                    if message.get("type") == "task.cancel":
                         self._stop(uuid.UUID(message["task"]), Stop.CANCEL)
-                    try:
-                        await bell.join_again()
-                    except Exception:
-                        logger.warning("Cancel doorbell of %s lost", self.runner, exc_info=True)
-                        break
             # Redis away: the heartbeat covers cancels until it is back.
             await asyncio.sleep(settings.A2A_WORKER_HEARTBEAT_SECONDS)
 
