@@ -27,8 +27,10 @@ from django.core.exceptions import RequestAborted, SuspiciousOperation  # noqa: 
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 from django.http import HttpRequest, HttpResponseBase, HttpResponseNotFound  # noqa: E402
-from django.urls import set_script_prefix  # noqa: E402
+from django.urls import get_resolver, set_script_prefix  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
+
+from a2a_platform import heap  # noqa: E402
 
 # The middleware of the A2A protocol paths: of settings.MIDDLEWARE, those whose hooks only read
 # the request and set headers or redirect (no session, user, CSRF token or messages: the A2A
@@ -172,3 +174,7 @@ http_protocol.WebRequest = _WebRequest
 application = ProtocolTypeRouter(
     {"http": StaticFiles(A2APaths(django_asgi_app, A2AProtocolHandler()))}
 )
+
+# The URL patterns loaded and indexed now, so that they are among the objects frozen.
+get_resolver().reverse_dict  # noqa: B018
+heap.freeze("web")

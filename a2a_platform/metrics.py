@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import hmac
 import logging
 import socket
@@ -263,6 +264,15 @@ def _up_family(name: str, what: str) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, f"1 if the {what} answered this scrape, else 0.")
 
 
+FROZEN_OBJECTS = Gauge(
+    "a2a_gc_frozen_objects",
+    "Objects this process loaded at start-up and moved out of garbage collection "
+    "(a2a_platform.heap); 0 means every full collection walks them all.",
+    registry=None,
+)
+FROZEN_OBJECTS.set_function(gc.get_freeze_count)
+
+
 def _registry(*collectors: Collector) -> CollectorRegistry:
     registry = CollectorRegistry()
     for collector in collectors:
@@ -276,8 +286,10 @@ def _registry(*collectors: Collector) -> CollectorRegistry:
 
 # What daphne's /metrics shows, and what the sidecar's port shows (no SSE there, and the
 # storage numbers are daphne's to report: reading them twice would only cost queries).
-WEB_REGISTRY = _registry(SEND_LATENCY, SSE_STREAMS_OPEN, DOORBELL_WAITERS, StorageCollector())
-SIDECAR_REGISTRY = _registry(SEND_LATENCY, DOORBELL_WAITERS)
+WEB_REGISTRY = _registry(
+    SEND_LATENCY, SSE_STREAMS_OPEN, DOORBELL_WAITERS, FROZEN_OBJECTS, StorageCollector()
+)
+SIDECAR_REGISTRY = _registry(SEND_LATENCY, DOORBELL_WAITERS, FROZEN_OBJECTS)
 
 # --- exposition -----------------------------------------------------------------------------
 

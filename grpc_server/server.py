@@ -19,6 +19,7 @@ from django.conf import settings
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from a2a_platform import heap
 from a2a_platform.metrics import start_sidecar_metrics_server
 
 from .servicers import V03_SERVICE, V10_SERVICE, A2AServiceV03, A2AServiceV10
@@ -72,6 +73,7 @@ async def serve() -> None:
         start_sidecar_metrics_server(settings.A2A_GRPC_METRICS_LISTEN)
         print(f"gRPC sidecar metrics on http://{settings.A2A_GRPC_METRICS_LISTEN}/", flush=True)
     await server.start()
+    heap.freeze("gRPC sidecar")
     for name in ("", *SERVICES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     tls = "TLS" if settings.A2A_GRPC_TLS_CERT_FILE else "plaintext"

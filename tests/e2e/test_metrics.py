@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -182,7 +183,25 @@ def test_the_grpc_sidecar_serves_its_own_instruments_behind_the_token(
     finally:
         stop_process(sidecar)
     assert sends(sidecar_samples, "SendMessage", "1.0") == 1
+    assert value(sidecar_samples, "a2a_gc_frozen_objects") > STARTUP_OBJECTS
     assert not any(name.startswith("a2a_tasks") for name, _ in sidecar_samples)
     # daphne's /metrics does not see the sidecar's calls: they are another process's
     web_after = scrape(live_platform.url)
     assert sends(web_after, "SendMessage", "1.0") == sends(web_before, "SendMessage", "1.0")
+
+
+# Fewer objects than any process of the platform loads at start-up (about 200,000 in daphne).
+STARTUP_OBJECTS = 50_000
+
+
+def test_every_process_freezes_the_objects_it_loaded_at_start_up(live_platform):
+    # daphne reports its frozen objects on /metrics (the sidecar's are checked above)
+    assert value(scrape(live_platform.url), "a2a_gc_frozen_objects") > STARTUP_OBJECTS
+
+    # each Celery worker says so in its log once it is ready
+    for name, role in (("worker", "agents"), ("push", "push"), ("maintenance", "maintenance")):
+        log = live_platform.log_dir / f"{name}.log"
+        line = re.compile(rf"{role} worker: (\d+) objects loaded at start-up frozen")
+        found = wait_for(lambda line=line, log=log: line.search(log.read_text()) is not None, 10)
+        assert found, log.read_text()[-4000:]
+        assert int(line.search(log.read_text()).group(1)) > STARTUP_OBJECTS

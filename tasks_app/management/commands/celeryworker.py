@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery.signals import worker_ready
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from a2a_platform import heap
 from a2a_platform.celery import app
 from a2a_platform.db import use_threads
 
@@ -47,4 +49,5 @@ class Command(BaseCommand):
     def handle(self, *args: Any, role: str, celery_args: list[str], **options: Any) -> None:
         if role == "agents":
             use_threads(settings.A2A_WORKER_DB_THREADS)
+        worker_ready.connect(lambda **_: heap.freeze(f"{role} worker"), weak=False)
         app.worker_main([*worker_argv(role), *celery_args])
