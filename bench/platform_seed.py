@@ -274,7 +274,10 @@ def refresh_counters(*, agent: Any) -> str:
             lowered = name.lower()
             if func.__module__ != module_name or "count" not in lowered:
                 continue
-            if not any(word in lowered for word in ("rebuild", "refresh", "recount", "recompute")):
+            if not any(
+                word in lowered
+                for word in ("rebuild", "refresh", "recount", "recompute", "reconcile")
+            ):
                 continue
             accepted = inspect.signature(func).parameters
             kwargs = {k: v for k, v in (("agent", agent), ("agent_id", agent.pk)) if k in accepted}
