@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -332,9 +333,12 @@ def _event_insert(
 ) -> None:
     """Store event `seq`, its push deliveries (in its transaction; `push`: the task may have
     push configs, so look for them) and, after the commit, ring its doorbell (`ring`)."""
-    event = rowsql.insert(
-        TaskEvent(task=task, seq=seq, kind=kind, state=task.state, data=_dict(response))
-    )
+    event = TaskEvent(task=task, seq=seq, kind=kind, state=task.state, data=_dict(response))
+    held = _held_writes.get()
+    if held is not None and not push:  # a push delivery needs the event's id: written now
+        held.events.append(event)
+    else:
+        rowsql.insert(event)
     if push:
         from push_app.services import push_outbox_add
 
@@ -353,6 +357,28 @@ def task_event_record(*, task_id: uuid.UUID, event: Event) -> bool:
     if recorded.error is not None:
         raise recorded.error
     return recorded.count == 1
+
+
+class _HeldWrites:
+    """The writes of a batch of a run's events that nothing in the batch reads back: their
+    event rows and the moves of the task between state counts. `task_events_record` sends
+    them with the task's UPDATE in one round trip, and the count moves as one net upsert (an
+    echo run's submitted -> working -> completed is one statement: -1 submitted,
+    +1 completed), where each was a statement of its own."""
+
+    def __init__(self) -> None:
+        self.events: list[TaskEvent] = []
+        self.counts: dict[str, int] = {}
+
+    def write(self, task: Task) -> None:
+        for event in self.events:
+            rowsql.insert(event)
+        _task_counts_write(task, [(s, d) for s, d in self.counts.items() if d])
+
+
+# Set while `task_events_record` applies a batch: `_event_insert` and `_task_counts_move`
+# hold their writes in it instead of sending them.
+_held_writes: ContextVar[_HeldWrites | None] = ContextVar("held_writes", default=None)
 
 
 class Recorded(NamedTuple):
@@ -377,28 +403,35 @@ def task_events_record(*, task_id: uuid.UUID, events: Sequence[Event]) -> Record
         if task is None:
             raise Task.DoesNotExist(task_id)
         error = None
-        for event in events:
-            if task.is_terminal:
-                logger.info(
-                    "Ignoring %s for task %s: it is already %s",
-                    type(event).__name__,
-                    task_id,
-                    task.state,
-                )
-                continue
-            try:
-                last_kind = _event_apply(task, event)
-            except InvalidAgentResponseError as exc:  # raised before anything was changed
-                error = exc
-                break
-            recorded += 1
+        held = _HeldWrites()
+        holding = _held_writes.set(held)
+        try:
+            for event in events:
+                if task.is_terminal:
+                    logger.info(
+                        "Ignoring %s for task %s: it is already %s",
+                        type(event).__name__,
+                        task_id,
+                        task.state,
+                    )
+                    continue
+                try:
+                    last_kind = _event_apply(task, event)
+                except InvalidAgentResponseError as exc:  # raised before anything was changed
+                    error = exc
+                    break
+                recorded += 1
+        finally:
+            _held_writes.reset(holding)
         if not recorded:
             return Recorded(0, error, False)
         released = task.is_terminal
         if released:
             task.running_since = task.lease_expires_at = None
             task.runner = ""
-        rowsql.update(task, EVENT_FIELDS + RUN_FIELDS if released else EVENT_FIELDS)
+        with rowsql.together():
+            held.write(task)
+            rowsql.update(task, EVENT_FIELDS + RUN_FIELDS if released else EVENT_FIELDS)
         task_pk, seq, state = task.pk, task.last_seq, task.state
         transaction.on_commit(lambda: _ring(task_pk, seq, last_kind, state))
     return Recorded(recorded, error, released)
@@ -499,10 +532,23 @@ def _task_counts_move(task: Task, old: str | None, new: str) -> None:
     """Count the task in state `new` instead of `old` (None: a new task), in the caller's
     transaction. Every change of a task's state must come through here (or `_set_status`), or
     ListTasks' totalSize drifts (until `task_counts_reconcile`)."""
+    held = _held_writes.get()
+    if held is not None:
+        for state, delta in ((new, 1), (old, -1)):
+            if state:
+                held.counts[state] = held.counts.get(state, 0) + delta
+        return
+    _task_counts_write(task, [(new, 1)] + ([(old, -1)] if old else []))
+
+
+def _task_counts_write(task: Task, deltas: list[tuple[str, int]]) -> None:
+    """Add each (state, delta) to the task's counts, in one statement."""
+    if not deltas:
+        return
     shard = task.pk.int % TASK_COUNT_SHARDS
     # In key order: two transactions moving tasks between the same states in opposite
     # directions (working <-> input-required) lock the rows in the same order, never a cycle.
-    deltas = sorted([(new, 1)] + ([(old, -1)] if old else []))
+    deltas = sorted(deltas)
     table = connection.ops.quote_name(TaskCount._meta.db_table)
     rows = ", ".join(["(%s, %s, %s, %s, %s)"] * len(deltas))
     # An upsert, on PostgreSQL and SQLite alike: the first task of a key creates its row.

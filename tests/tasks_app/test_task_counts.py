@@ -9,10 +9,12 @@ from datetime import timedelta
 
 import pytest
 from a2a.types import (
+    Artifact,
     Message,
     Part,
     Role,
     SendMessageRequest,
+    TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -21,12 +23,13 @@ from a2a.types import Task as TaskProto
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.models import Count, Sum
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.auth import Principal
 from tasks_app import services
 from tasks_app.errors import InvalidParamsError
-from tasks_app.models import TASK_COUNT_SHARDS, Task, TaskCount
+from tasks_app.models import TASK_COUNT_SHARDS, Task, TaskCount, TaskEvent
 from tasks_app.services import (
     message_send,
     task_cancel_request,
@@ -145,6 +148,43 @@ def test_counts_follow_every_state_change_including_the_platforms(agent):
 
     # then
     assert_exact(agent, alice__COMPLETED=2, alice__CANCELED=1, alice__FAILED=2, bob__CANCELED=1)
+
+
+def test_a_batch_of_a_runs_events_is_counted_once_by_its_net_moves(agent):
+    # given a claimed task
+    task_id = send(agent)
+    claim(task_id)
+
+    def status(state):
+        return TaskStatusUpdateEvent(task_id=str(task_id), status=TaskStatus(state=state))
+
+    artifact = TaskArtifactUpdateEvent(
+        task_id=str(task_id), artifact=Artifact(artifact_id="a", parts=[Part(text="y")])
+    )
+    batch = [
+        status(TaskState.TASK_STATE_WORKING),
+        artifact,
+        status(TaskState.TASK_STATE_INPUT_REQUIRED),
+        status(TaskState.TASK_STATE_WORKING),
+        status(TaskState.TASK_STATE_COMPLETED),
+    ]
+
+    # when the run's events are recorded together
+    with CaptureQueriesContext(connection) as queries:
+        recorded = services.task_events_record(task_id=task_id, events=batch)
+
+    # then all are stored and the counts are exact
+    assert recorded.count == 5 and recorded.released
+    assert TaskEvent.objects.filter(task_id=task_id).count() == 1 + 5
+    assert_exact(agent, alice__COMPLETED=1)
+    # on PostgreSQL the counts move in one statement (submitted -1, completed +1: the states
+    # passed through net to nothing), sent with the events and the task's update in one query
+    counted = [q["sql"] for q in queries if "tasks_app_taskcount" in q["sql"]]
+    if connection.vendor == "postgresql":
+        assert len(counted) == 1
+        assert counted[0].count('INSERT INTO "tasks_app_taskevent"') == 5
+        assert 'UPDATE "tasks_app_task" SET' in counted[0]
+        assert "TASK_STATE_WORKING" not in counted[0].split("tasks_app_taskcount")[1]
 
 
 def test_a_rolled_back_change_is_not_counted(agent):
