@@ -174,6 +174,7 @@ class Plan:
     drain_timeout: float
     settle_timeout: float
     scenarios: list[str]
+    rounds: int = 1
 
 
 def plan_from(args: argparse.Namespace) -> Plan:
@@ -204,6 +205,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
         scenarios=pick(
             args.scenarios, "closed,io,memory,cancel,scale", "closed,io,memory,cancel,scale"
         ).split(","),
+        rounds=pick(args.rounds, 3, 1),
     )
 
 
@@ -868,30 +870,47 @@ def run_steps(
     systems: list[System], plan: Plan, log: Callable[[str], None], results: dict[str, Any]
 ) -> None:
     """Each measurement on each running system in turn (sdk, then platform, then the next
-    measurement), so that both meet the same background load on a shared machine. Figures go
-    into `results` as they come: a system that fails keeps what it measured."""
+    measurement), so that both meet the same background load on a shared machine. A
+    closed-loop cell is measured `plan.rounds` times, the systems alternating, and each
+    system's median round (by throughput) is kept, with every round's throughput beside it:
+    the load other jobs put on a shared machine drifts within seconds, and one cell measured
+    once per system put a 30 % swing into a ratio. Figures go into `results` as they come: a
+    system that fails keeps what it measured."""
     for path, measure in steps(plan):
-        for system in systems:
-            if system.failed:
-                continue
-            settle(systems, plan.settle_timeout)
-            try:
-                system.check_alive()
-                sessions = system.db_sessions()
-                result = measure(system)
-                if sessions is not None and (after := system.db_sessions()) is not None:
-                    # Connections the system opened meanwhile: a pool that works opens few.
-                    result["db_sessions_opened"] = after - sessions
-            except Exception as exc:  # noqa: BLE001 (recorded; the other systems go on)
-                system.failed = str(exc)
-                results[system.name]["failed"] = str(exc)
-                log(f"{system.name:9} {' '.join(path)}: FAILED: {exc}")
-                continue
-            node = results[system.name]
-            for key in path[:-1]:
-                node = node.setdefault(key, {})
-            node[path[-1]] = result
-            log(f"{system.name:9} {' '.join(path):22} {summary(path, result)}")
+        rounds = plan.rounds if path[0] == "closed" else 1
+        taken: dict[str, list[dict[str, Any]]] = {}
+        for n in range(rounds):
+            for system in systems:
+                if system.failed:
+                    continue
+                settle(systems, plan.settle_timeout)
+                try:
+                    system.check_alive()
+                    sessions = system.db_sessions()
+                    result = measure(system)
+                    if sessions is not None and (after := system.db_sessions()) is not None:
+                        # Connections the system opened meanwhile: a pool that works opens few.
+                        result["db_sessions_opened"] = after - sessions
+                except Exception as exc:  # noqa: BLE001 (recorded; the other systems go on)
+                    system.failed = str(exc)
+                    results[system.name]["failed"] = str(exc)
+                    log(f"{system.name:9} {' '.join(path)}: FAILED: {exc}")
+                    continue
+                taken.setdefault(system.name, []).append(result)
+                node = results[system.name]
+                for key in path[:-1]:
+                    node = node.setdefault(key, {})
+                node[path[-1]] = median_round(taken[system.name])
+                round_note = f" (round {n + 1}/{rounds})" if rounds > 1 else ""
+                log(f"{system.name:9} {' '.join(path):22} {summary(path, result)}{round_note}")
+
+
+def median_round(taken: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of a cell's rounds, the one with the median throughput, noting every round's."""
+    if len(taken) == 1:
+        return taken[0]
+    ordered = sorted(taken, key=lambda r: r.get("rps") or 0)
+    return {**ordered[(len(ordered) - 1) // 2], "rounds_rps": [r.get("rps") for r in taken]}
 
 
 def fmt_pcts(p: dict[str, Any] | None, keys: tuple[str, ...] = ("p50", "p95", "p99")) -> str:
@@ -987,6 +1006,8 @@ def rows_for(results: dict[str, dict[str, Any]], systems: list[str], plan: Plan)
             text += f", {c['db_sessions_opened']} new PG sessions"
         if c.get("errors"):
             text += f", {c['errors']} errors"
+        if c.get("rounds_rps"):
+            text += f", rounds {' / '.join(num(r) for r in c['rounds_rps'])} req/s"
         return text
 
     for op in plan.ops if "closed" in plan.scenarios else []:
@@ -1264,6 +1285,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--warmup", type=float, help="seconds before measuring a cell (1; quick 0.5)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="closed-loop cells measured this many times, the systems alternating; each "
+        "system's median round is reported (3; quick 1)",
     )
     parser.add_argument("--concurrency", help="closed-loop clients (1,16,64; quick 1,16)")
     parser.add_argument("--io-counts", help="I/O-bound send counts (20,200; quick 20)")
