@@ -66,7 +66,7 @@ async def _request(disconnect_after_response: bool) -> int:
 def test_a_request_on_the_a2a_paths_leaves_no_reference_cycle(disconnect_after_response):
     # A cycle through the exception handle() caught from its disconnect listener used to keep
     # every request's objects (request, response, tasks, frames: about 100) alive until the
-    # next collection, a tenth of daphne's CPU under load (docs/decisions.md).
+    # next collection: about 7 % of daphne's CPU under load (docs/decisions.md).
     async def serve() -> collections.Counter[str]:
         assert await _request(disconnect_after_response) == 405  # one-time costs first
         gc.collect()
