@@ -410,7 +410,7 @@ class System:
             ).fetchone()
         return int(row[0]) if row else None
 
-    def settle(self) -> None:
+    def settle_seeded(self) -> None:
         """After seeding, the database as a live one would be: vacuumed (hint bits and the
         visibility map set), analyzed, and written out. Otherwise the first reads of a million
         fresh rows dirty every page, and the checkpoint that writes them out, or autovacuum,
@@ -819,7 +819,7 @@ def measure_cancel(system: System, plan: Plan) -> dict[str, Any]:
 def measure_scale(system: System, plan: Plan, size: int) -> dict[str, Any]:
     made = system.seed(system.seeded, size - system.seeded)
     system.seeded = size
-    system.settle()
+    system.settle_seeded()
     spec = {
         **system.common(),
         "kind": "scale",
