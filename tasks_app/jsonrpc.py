@@ -88,7 +88,7 @@ async def v10_send(call: Caller, params: dict[str, Any]) -> Any:
 
 
 async def v10_get(call: Caller, params: dict[str, Any]) -> Any:
-    return _dict(await get_task(call, dialects.v10_params(params, GetTaskRequest)))
+    return await get_task(call, dialects.v10_params(params, GetTaskRequest), as_json=True)
 
 
 async def v10_list(call: Caller, params: dict[str, Any]) -> Any:

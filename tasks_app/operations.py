@@ -309,13 +309,17 @@ async def cancel_task(caller: Caller, task_id: str, *, tenant: str = "") -> Task
     return await db(task_get)(agent=caller.agent, principal=caller.principal, task_id=task_id)
 
 
-async def get_task(caller: Caller, request: GetTaskRequest) -> TaskProto:
+async def get_task(
+    caller: Caller, request: GetTaskRequest, *, as_json: bool = False
+) -> TaskProto | dict[str, Any]:
+    """The task GetTask answers with; `as_json`: as its v1.0 JSON (selectors.task_to_json)."""
     check_tenant(caller, request.tenant)
     return await db(task_get)(
         agent=caller.agent,
         principal=caller.principal,
         task_id=request.id,
         history_length=request.history_length if request.HasField("history_length") else None,
+        as_json=as_json,
     )
 
 

@@ -197,6 +197,10 @@ class Codec:
     def task(self, task: TaskProto) -> Any:
         raise NotImplementedError
 
+    async def get(self, call: Caller, request: GetTaskRequest) -> Any:
+        """GetTask's answer in this dialect."""
+        return self.task(await get_task(call, request))
+
     def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
         raise NotImplementedError
 
@@ -279,6 +283,9 @@ class V10Codec(Codec):
 
     def task(self, task: TaskProto) -> Any:
         return _proto_dict(task)
+
+    async def get(self, call: Caller, request: GetTaskRequest) -> Any:
+        return await get_task(call, request, as_json=True)  # task()'s JSON, without the proto
 
     def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
         request = GetTaskRequest(id=task_id)
@@ -601,7 +608,7 @@ class TaskView(A2AView):
         query = _typed_query(request, {"historyLength": int, "tenant": str})
         get_request = self.codec.get_request(task_id, query.get("historyLength"))
         get_request.tenant = query.get("tenant", "")
-        return Response(self.codec.task(await get_task(call, get_request)))
+        return Response(await self.codec.get(call, get_request))
 
 
 class TaskListView(A2AView):

@@ -1,10 +1,12 @@
-"""Reads of tasks, always scoped by agent and owner; rows become v1.0 protobuf objects here."""
+"""Reads of tasks, always scoped by agent and owner; rows become v1.0 protobuf objects (or, for
+GetTask's JSON bindings, their v1.0 JSON) here."""
 
 from __future__ import annotations
 
 import functools
 import json
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -69,10 +71,16 @@ def task_get_row(
 
 
 def task_get(
-    *, agent: Agent, principal: Principal, task_id: str, history_length: int | None = None
-) -> TaskProto:
+    *,
+    agent: Agent,
+    principal: Principal,
+    task_id: str,
+    history_length: int | None = None,
+    as_json: bool = False,
+) -> TaskProto | dict[str, Any]:
     """The caller's task as GetTask answers it; on PostgreSQL the row, its history and its
-    artifacts come in one statement (`_task_read`), elsewhere in three."""
+    artifacts come in one statement (`_task_read`), elsewhere in three. `as_json`: the task's
+    v1.0 JSON (`task_to_json`) rather than its proto."""
     if history_length is not None and history_length < 0:
         raise InvalidParamsError("'historyLength' must be zero or positive.")
     pk = _task_pk(task_id)
@@ -83,6 +91,8 @@ def task_get(
         task = task_scope(agent=agent, principal=principal).filter(pk=pk).first()
     if task is None:
         raise task_not_found(task_id)
+    if as_json:
+        return task_to_json(task, history_length=history_length)
     return task_to_proto(task, history_length=history_length)
 
 
@@ -234,27 +244,58 @@ def task_to_proto(
     proto = TaskProto(id=str(task.id), context_id=task.context_id, status=task_status(task))
     if task.metadata:
         proto.metadata.update(task.metadata)
-    prefetched = getattr(task, "_prefetched_objects_cache", {})
-    read = vars(task)  # what `_task_read` set, if it read the task
     if include_artifacts:
-        if ARTIFACTS_JSON in read:
-            artifacts = read[ARTIFACTS_JSON] or []
-        elif "artifacts" in prefetched:
-            artifacts = [a.data for a in prefetched["artifacts"]]
-        else:
-            artifacts = task.artifacts.values_list("data", flat=True)
-        proto.artifacts.extend(ParseDict(a, ArtifactProto()) for a in artifacts)
+        proto.artifacts.extend(ParseDict(a, ArtifactProto()) for a in _artifacts_data(task))
     if history_length != 0:
-        if HISTORY_JSON in read:  # newest first, already cut to history_length
-            messages = (read[HISTORY_JSON] or [])[::-1]
-        elif "messages" in prefetched:  # a page of tasks: fetched in one query, cut here
-            messages = [m.data for m in prefetched["messages"]]
-            messages = messages[-history_length:] if history_length else messages
-        else:
-            newest = task.messages.order_by("-position").values_list("data", flat=True)
-            messages = list(newest[:history_length] if history_length else newest)[::-1]
-        proto.history.extend(ParseDict(m, MessageProto()) for m in messages)
+        history = _history_data(task, history_length)
+        proto.history.extend(ParseDict(m, MessageProto()) for m in history)
     return proto
+
+
+def task_to_json(task: Task, *, history_length: int | None = None) -> dict[str, Any]:
+    """`MessageToDict(task_to_proto(task))`, built without the proto: the stored messages and
+    artifacts are MessageToDict's output already (services `_dict`), and parsing them into
+    protos only to print them back was a fifth of GetTask's CPU in the request."""
+    status: dict[str, Any] = {"state": task.state}
+    if task.status_message:
+        status["message"] = task.status_message
+    if task.status_timestamp is not None:
+        status["timestamp"] = _timestamp(task.status_timestamp).ToJsonString()
+    data: dict[str, Any] = {"id": str(task.id)}
+    if task.context_id:
+        data["contextId"] = task.context_id
+    data["status"] = status
+    if artifacts := list(_artifacts_data(task)):
+        data["artifacts"] = artifacts
+    if history_length != 0 and (history := _history_data(task, history_length)):
+        data["history"] = history
+    if task.metadata:
+        data["metadata"] = task.metadata
+    return data
+
+
+def _artifacts_data(task: Task) -> Iterable[dict[str, Any]]:
+    """A task's artifacts' stored JSON: what `_task_read` read, or was prefetched, or a query."""
+    read = vars(task)
+    if ARTIFACTS_JSON in read:
+        return read[ARTIFACTS_JSON] or []
+    prefetched = getattr(task, "_prefetched_objects_cache", {})
+    if "artifacts" in prefetched:
+        return [a.data for a in prefetched["artifacts"]]
+    return task.artifacts.values_list("data", flat=True)
+
+
+def _history_data(task: Task, history_length: int | None) -> list[dict[str, Any]]:
+    """A task's last `history_length` messages' stored JSON (all if None), oldest first."""
+    read = vars(task)
+    if HISTORY_JSON in read:  # newest first, already cut to history_length
+        return (read[HISTORY_JSON] or [])[::-1]
+    prefetched = getattr(task, "_prefetched_objects_cache", {})
+    if "messages" in prefetched:  # a page of tasks: fetched in one query, cut here
+        messages = [m.data for m in prefetched["messages"]]
+        return messages[-history_length:] if history_length else messages
+    newest = task.messages.order_by("-position").values_list("data", flat=True)
+    return list(newest[:history_length] if history_length else newest)[::-1]
 
 
 def task_status(task: Task) -> TaskStatus:

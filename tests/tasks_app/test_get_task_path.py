@@ -24,12 +24,14 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
 from django.test import AsyncClient
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct, Value
 
 from a2a_platform import db as db_threads
 from agents.auth import Principal
 from agents.services import api_key_create
 from tasks_app.models import Task
-from tasks_app.selectors import task_get, task_get_row, task_to_proto
+from tasks_app.selectors import task_get, task_get_row, task_to_json, task_to_proto
 from tasks_app.services import message_send, task_event_record
 from tests.conftest import require
 
@@ -105,6 +107,71 @@ def test_the_one_query_read_answers_as_the_plain_reads_do(make_tenant, make_agen
     said = ["one", "two", "three"]
     expected = said if history_length is None else said[len(said) - history_length :]
     assert [m.parts[0].text for m in got.history] == (expected if history_length != 0 else [])
+
+
+def _struct(**fields) -> Struct:
+    struct = Struct()
+    struct.update(fields)
+    return struct
+
+
+def _rich_task(agent) -> str:
+    """A task whose stored JSON uses every kind of part, metadata with numbers, lists and
+    nesting, a message's extensions and references, and an artifact's name and description."""
+    meta = {"n": 1, "x": 2.5, "flag": True, "none": None, "list": [1, "a"], "deep": {"k": [{}]}}
+    message = _message("one", metadata=_struct(**meta), extensions=["urn:ext"])
+    message.reference_task_ids.append(str(uuid.uuid4()))
+    message.parts.extend(
+        [
+            Part(raw=b"\x00\x01bytes", media_type="application/octet-stream", filename="b.bin"),
+            Part(url="https://example.com/f.pdf", media_type="application/pdf"),
+            Part(data=Value(struct_value=_struct(**meta)), metadata=_struct(part=1)),
+            Part(text=""),
+        ]
+    )
+    request = SendMessageRequest(message=message, metadata=_struct(**meta))
+    outcome = message_send(agent=agent, principal=ALICE, request=request)
+    task_id = str(outcome.task_id)
+    artifact = Artifact(
+        artifact_id="a1",
+        name="report",
+        description="all of it",
+        parts=[Part(data=Value(list_value={"values": [Value(number_value=3)]}))],
+        metadata=_struct(size=10),
+        extensions=["urn:ext"],
+    )
+    task_event_record(
+        task_id=outcome.task_id, event=TaskArtifactUpdateEvent(task_id=task_id, artifact=artifact)
+    )
+    reply = _message("done", Role.ROLE_AGENT, task_id=task_id, metadata=_struct(t=0))
+    status = TaskStatus(state=TaskState.TASK_STATE_COMPLETED, message=reply)
+    task_event_record(
+        task_id=outcome.task_id,
+        event=TaskStatusUpdateEvent(task_id=task_id, status=status, metadata=_struct(end=1)),
+    )
+    return task_id
+
+
+@pytest.mark.parametrize("history_length", [None, 0, 1, 2])
+@pytest.mark.parametrize("make", [_busy_task, _rich_task])
+def test_the_task_as_json_is_what_its_proto_prints(make_tenant, make_agent, make, history_length):
+    """GetTask's v1.0 JSON comes from the stored JSON without a proto (task_to_json): on every
+    read path it must be exactly what printing the proto gives."""
+    agent = make_agent(make_tenant(), default_input_modes=["*/*"])
+    task_id = make(agent)
+    proto = task_get(agent=agent, principal=ALICE, task_id=task_id, history_length=history_length)
+    printed = json.loads(json.dumps(MessageToDict(proto)))
+    # the one-statement read (PostgreSQL), and the plain reads every database has
+    got = task_get(
+        agent=agent, principal=ALICE, task_id=task_id, history_length=history_length, as_json=True
+    )
+    row = task_get_row(agent=agent, principal=ALICE, task_id=task_id)
+    plain = task_to_json(row, history_length=history_length)
+    for answer in (got, plain):
+        assert json.loads(json.dumps(answer)) == printed
+        assert list(answer) == list(printed)  # the same fields, in the same order
+    if history_length != 0:
+        assert printed["history"]
 
 
 def test_the_task_row_history_and_artifacts_are_one_query(make_tenant, make_agent, queries):
