@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 
@@ -81,13 +84,39 @@ async def caller_resolve(
     agent = cache.agent_cached(tenant_slug=tenant_slug, agent_slug=agent_slug)
     key = cache.key_cached(prefix) if prefix else None
     if agent is None or (prefix and key is None):
-        agent, key = await db(_caller_rows)(tenant_slug, agent_slug, prefix, agent)
+        agent, key = await _caller_rows_once(tenant_slug, agent_slug, prefix, agent)
     principal = principal_for(agent=agent, raw_key=raw_key, key=key)
     if key is not None:
         now = timezone.now()
         if cache.key_touch_due(key, now, LAST_USED_EVERY_SECONDS):
             await db(key_touch)(key_pk=key.pk, now=now)
     return agent, principal
+
+
+# The reads of caller rows under way in this process, by event loop and URL and key prefix.
+_reading: dict[tuple[Any, ...], asyncio.Future[tuple[Agent, cache.KeyRow | None]]] = {}
+
+
+async def _caller_rows_once(
+    tenant_slug: str, agent_slug: str, prefix: str | None, agent: Agent | None
+) -> tuple[Agent, cache.KeyRow | None]:
+    """`_caller_rows` on a database thread, once for the calls that miss the cache together:
+    when an entry expires, every request in flight for that agent and key would otherwise read
+    the same rows (a dozen reads a second at 16 clients, measured, instead of one)."""
+    which = (asyncio.get_running_loop(), tenant_slug, agent_slug, prefix, agent is None)
+    reading = _reading.get(which)
+    if reading is None:
+        reading = asyncio.ensure_future(db(_caller_rows)(tenant_slug, agent_slug, prefix, agent))
+        _reading[which] = reading
+        reading.add_done_callback(functools.partial(_read_done, which))
+    # A caller that goes away does not cancel the read the others wait for.
+    return await asyncio.shield(reading)
+
+
+def _read_done(which: tuple[Any, ...], reading: asyncio.Future[Any]) -> None:
+    _reading.pop(which, None)
+    if not reading.cancelled():
+        reading.exception()  # seen, also when every caller waiting for it went away
 
 
 def _caller_rows(
