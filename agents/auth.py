@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from a2a_platform.db import db
@@ -93,28 +94,34 @@ async def caller_resolve(
     return agent, principal
 
 
-# The reads of caller rows under way in this process, by event loop and URL and key prefix.
-_reading: dict[tuple[Any, ...], asyncio.Future[tuple[Agent, cache.KeyRow | None]]] = {}
+# The reads of caller rows under way in this process, by event loop, URL and key prefix, each
+# with the cache clock's time before it started.
+CallerRows = tuple[Agent, "cache.KeyRow | None"]
+_reading: dict[tuple[Any, ...], tuple[float, asyncio.Future[CallerRows]]] = {}
 
 
 async def _caller_rows_once(
     tenant_slug: str, agent_slug: str, prefix: str | None, agent: Agent | None
-) -> tuple[Agent, cache.KeyRow | None]:
+) -> CallerRows:
     """`_caller_rows` on a database thread, once for the calls that miss the cache together:
     when an entry expires, every request in flight for that agent and key would otherwise read
-    the same rows (a dozen reads a second at 16 clients, measured, instead of one)."""
+    the same rows (a dozen reads a second at 16 clients, measured, instead of one). A call
+    joins a read only while what it will return may still be used (A2A_AUTH_CACHE_SECONDS
+    from the read's start, as for a cached entry), so the cache's bound holds for it too."""
     which = (asyncio.get_running_loop(), tenant_slug, agent_slug, prefix, agent is None)
-    reading = _reading.get(which)
-    if reading is None:
+    now = cache.clock()
+    started, reading = _reading.get(which, (0.0, None))
+    if reading is None or now >= started + settings.A2A_AUTH_CACHE_SECONDS:
         reading = asyncio.ensure_future(db(_caller_rows)(tenant_slug, agent_slug, prefix, agent))
-        _reading[which] = reading
+        _reading[which] = (now, reading)
         reading.add_done_callback(functools.partial(_read_done, which))
     # A caller that goes away does not cancel the read the others wait for.
     return await asyncio.shield(reading)
 
 
 def _read_done(which: tuple[Any, ...], reading: asyncio.Future[Any]) -> None:
-    _reading.pop(which, None)
+    if _reading.get(which, (0.0, None))[1] is reading:
+        del _reading[which]
     if not reading.cancelled():
         reading.exception()  # seen, also when every caller waiting for it went away
 

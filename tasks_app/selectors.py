@@ -259,8 +259,7 @@ def task_to_json(task: Task, *, history_length: int | None = None) -> dict[str, 
     status: dict[str, Any] = {"state": task.state}
     if task.status_message:
         status["message"] = task.status_message
-    if task.status_timestamp is not None:
-        status["timestamp"] = _timestamp(task.status_timestamp).ToJsonString()
+    status["timestamp"] = _timestamp(task.status_timestamp).ToJsonString()
     data: dict[str, Any] = {"id": str(task.id)}
     if task.context_id:
         data["contextId"] = task.context_id

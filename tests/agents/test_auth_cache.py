@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from agents import cache
+from agents import auth, cache
 from agents.auth import caller_resolve
 from agents.errors import AgentNotFound, AuthenticationRequired
 from agents.models import Agent, ApiKey, Tenant
@@ -77,26 +77,41 @@ def test_a_second_call_reads_nothing(world, clock, reads):
     assert again_agent.pk == first_agent.pk == agent.pk
 
 
-def test_calls_that_miss_together_read_once(world, clock, reads):
-    """When the entries expire under load, the requests in flight share one read."""
+def test_calls_that_miss_together_read_once(world, clock, reads, settings):
+    """When the entries expire under load, the requests in flight share one read; a caller
+    that goes away does not take the read from the others; an error is shared too."""
     agent, key, secret = world
 
-    async def together(raw_key: str | None) -> list:
+    async def together(raw_key: str | None, *, cancel_first: bool = False) -> list:
         calls = [
-            caller_resolve(tenant_slug=agent.tenant.slug, agent_slug=agent.slug, raw_key=raw_key)
+            asyncio.ensure_future(
+                caller_resolve(
+                    tenant_slug=agent.tenant.slug, agent_slug=agent.slug, raw_key=raw_key
+                )
+            )
             for _ in range(16)
         ]
+        if cancel_first:
+            await asyncio.sleep(0)  # every call has missed the cache and joined the read
+            calls[0].cancel()
         return await asyncio.gather(*calls, return_exceptions=True)
 
-    answers = async_to_sync(together)(secret)
+    answers = async_to_sync(together)(secret, cancel_first=True)
     assert reads == {"agent": 1, "key": 1}
-    assert {principal.api_key_id for _, principal in answers} == {key.pk}
-    # an error is shared as well, and the next call reads again
+    assert isinstance(answers[0], asyncio.CancelledError)
+    assert {principal.api_key_id for _, principal in answers[1:]} == {key.pk}
+    assert not auth._reading  # nothing left behind
+    # an error is shared as well
     Agent.objects.filter(pk=agent.pk).update(is_active=False)
-    clock.now += 60
+    clock.now += settings.A2A_AUTH_CACHE_SECONDS + 1
     answers = async_to_sync(together)(secret)
     assert all(isinstance(a, AgentNotFound) for a in answers), answers
-    assert reads["agent"] == 2
+    assert reads["agent"] == 2 and not auth._reading
+    # with the cache off, no call joins another's read
+    settings.A2A_AUTH_CACHE_SECONDS = 0
+    Agent.objects.filter(pk=agent.pk).update(is_active=True)
+    async_to_sync(together)(secret)
+    assert reads["agent"] == 2 + 16
 
 
 def test_the_secret_is_compared_on_every_call(world, clock, reads):
@@ -175,7 +190,7 @@ def test_the_cache_can_be_turned_off(world, clock, reads, settings):
     agent, _, secret = world
     resolve(agent, secret)
     resolve(agent, secret)
-    assert reads["agent"] == 2
+    assert reads == {"agent": 2, "key": 2}
 
 
 def test_last_used_at_is_written_at_most_once_a_minute(world, clock, settings, monkeypatch):
