@@ -4,6 +4,7 @@ queues follow-up work with `transaction.on_commit`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Sequence
@@ -696,6 +697,23 @@ def _revoke(job_id: str) -> None:
         logger.warning("Could not revoke job %s; the worker will skip it", job_id, exc_info=True)
 
 
+@functools.cache
+def _claim_sql() -> str:
+    """`task_claim`'s UPDATE, written once: compiling it through the ORM on every run was a
+    tenth of an agent worker's CPU (docs/decisions.md, "Request hot paths"). It is
+    `Task.objects.filter(pk=..., running_since__isnull=True, job_id=...)
+    .exclude(state__in=TERMINAL_STATES).update(...)`, on every database."""
+    table = connection.ops.quote_name(Task._meta.db_table)
+    c = {f.name: connection.ops.quote_name(f.column) for f in Task._meta.concrete_fields}
+    terminal = ", ".join(["%s"] * len(TERMINAL_STATES))
+    return (
+        f"UPDATE {table} SET {c['running_since']} = %s, {c['lease_expires_at']} = %s, "
+        f"{c['runner']} = %s, {c['job_id']} = '', {c['job_args']} = NULL, "
+        f"{c['job_queued_at']} = NULL WHERE {c['id']} = %s AND {c['running_since']} IS NULL "
+        f"AND {c['job_id']} = %s AND {c['state']} NOT IN ({terminal})"
+    )
+
+
 def task_claim(*, task_id: uuid.UUID, job_id: str, runner: str = "") -> str:
     """Take the task for the run of job `job_id` on worker `runner`.
 
@@ -705,18 +723,18 @@ def task_claim(*, task_id: uuid.UUID, job_id: str, runner: str = "") -> str:
     """
     now = timezone.now()
     lease = now + timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
-    claimed = (
-        Task.objects.filter(pk=task_id, running_since__isnull=True, job_id=job_id)
-        .exclude(state__in=TERMINAL_STATES)
-        .update(
-            running_since=now,
-            lease_expires_at=lease,
-            runner=runner,
-            job_id="",
-            job_args=None,
-            job_queued_at=None,
-        )
-    )
+    field = Task._meta.get_field
+    params = [
+        field("running_since").get_db_prep_save(now, connection),
+        field("lease_expires_at").get_db_prep_save(lease, connection),
+        runner,
+        Task._meta.pk.get_db_prep_save(task_id, connection),
+        job_id,
+        *sorted(TERMINAL_STATES),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_claim_sql(), params)
+        claimed = cursor.rowcount
     if claimed:
         return "claimed"
     row = Task.objects.filter(pk=task_id).values_list("state", "job_id").first()
