@@ -17,6 +17,7 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from django.conf import settings
 from django.utils import timezone
 
 from agents.auth import Principal
@@ -222,7 +223,12 @@ def test_a_job_is_claimed_once_and_a_redelivered_copy_finds_nothing(agent):
     task_id = send(agent).task_id
     job = job_of(task_id)
     assert task_claim(task_id=task_id, job_id="someone-else") == "ended"
-    assert task_claim(task_id=task_id, job_id=job) == "claimed"
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    row = Task.objects.get(pk=task_id)
+    assert (row.runner, row.job_id, row.job_args, row.job_queued_at) == ("w1", "", None, None)
+    assert row.running_since <= timezone.now() and row.lease_expires_at == row.running_since + (
+        timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
+    )
     assert task_claim(task_id=task_id, job_id=job) == "ended"
     task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED))
     follow_up = send(agent, task_id=str(task_id))  # before the first run has released the task
