@@ -30,7 +30,8 @@ noticed. Scenarios (A2A v1.0 JSON-RPC on both):
    server (SDK) process trees per run;
 4. cancel: CancelTask on a working task, and the time until GetTask shows it canceled;
 5. scale: GetTask and ListTasks (first page, state filter, context filter, 20 pages deep) with
-   1 thousand and 1 million stored tasks (`--scale-tasks`), seeded with SQL.
+   1 thousand and 1 million stored tasks (`--scale-tasks`), seeded with SQL, an agent per
+   size, the sizes' calls taking turns.
 
 It prints one table (ratios are platform / sdk: above 1 means the platform has more
 throughput, or takes longer) and writes it, with every figure, to `--out`
@@ -217,8 +218,14 @@ def agents_for(plan: Plan) -> dict[str, dict[str, Any]]:
         "io": {"delay_seconds": plan.io_delay},
         "hold": {"delay_seconds": plan.memory_delay},
         "long": {"delay_seconds": 3600},
-        "scale": {},
+        **{scale_agent(size): {} for size in plan.scale_tasks},
     }
+
+
+def scale_agent(size: int) -> str:
+    """The agent whose stored tasks the scale scenario reads at `size`: one per size, so the
+    sizes can be read side by side."""
+    return f"scale{size}"
 
 
 # --- processes ------------------------------------------------------------------------------
@@ -384,7 +391,6 @@ class System:
     watch: dict[str, list[int]] = field(default_factory=dict)
     run_rss: list[int] = field(default_factory=list)
     failed: str = ""
-    seeded: int = 0  # stored tasks of the `scale` agent so far
 
     database = ""  # its PostgreSQL database, if it has one
 
@@ -439,7 +445,8 @@ class System:
     def url(self, agent: str) -> str:
         return f"{self.base_url}/a2a/{TENANT}/{agent}/"
 
-    def seed(self, start: int, count: int) -> dict[str, Any]:
+    def seed(self, agent: str, start: int, count: int) -> dict[str, Any]:
+        """Stored tasks start .. start + count - 1 for `agent`."""
         raise NotImplementedError
 
 
@@ -476,10 +483,10 @@ class SdkSystem(System):
         self.watch = {"server": [proc.popen.pid], "postgres": [self.services.postmaster_pid()]}
         self.run_rss = [proc.popen.pid]
 
-    def seed(self, start: int, count: int) -> dict[str, Any]:
+    def seed(self, agent: str, start: int, count: int) -> dict[str, Any]:
         return seed_sdk_tasks(
             self.services.url("sdk"),
-            table="tasks_scale",
+            table=f"tasks_{agent}",
             owner="key:bench",
             start=start,
             count=count,
@@ -701,9 +708,9 @@ class PlatformSystem(System):
             shown.append([role, line])
         return shown
 
-    def seed(self, start: int, count: int) -> dict[str, Any]:
+    def seed(self, agent: str, start: int, count: int) -> dict[str, Any]:
         return self.seed_script(
-            "seed-tasks", "--agent", "scale", "--start", str(start), "--count", str(count)
+            "seed-tasks", "--agent", agent, "--start", str(start), "--count", str(count)
         )
 
     def cleanup(self) -> None:
@@ -775,8 +782,7 @@ def steps(plan: Plan) -> list[tuple[tuple[str, ...], Measure]]:
     if "cancel" in plan.scenarios:
         out.append((("cancel",), lambda s: measure_cancel(s, plan)))
     if "scale" in plan.scenarios:
-        for size in plan.scale_tasks:
-            out.append((("scale", str(size)), lambda s, size=size: measure_scale(s, plan, size)))
+        out.append((("scale",), lambda s: measure_scale(s, plan)))
     return out
 
 
@@ -817,19 +823,31 @@ def measure_cancel(system: System, plan: Plan) -> dict[str, Any]:
     return load({**spec, "samples": plan.cancel_samples, "max_seconds": 600}, timeout=700)
 
 
-def measure_scale(system: System, plan: Plan, size: int) -> dict[str, Any]:
-    made = system.seed(system.seeded, size - system.seeded)
-    system.seeded = size
+def measure_scale(system: System, plan: Plan) -> dict[str, Any]:
+    """Every size's reads in one load.py run, their calls taking turns: the machine's speed
+    drifts by more than the sizes' difference from one minute to the next, so sizes measured
+    one after the other would compare two moments, not two sizes. Each size has its own agent
+    (`scale_agent`), its tasks numbered after the smaller sizes' (task ids are unique)."""
+    targets, seeding, start = [], {}, 0
+    for size in plan.scale_tasks:
+        seeding[size] = system.seed(scale_agent(size), start, size)
+        targets.append({"url": system.url(scale_agent(size)), "seeded": size, "start": start})
+        start += size
     system.settle_seeded()
     spec = {
         **system.common(),
         "kind": "scale",
-        "url": system.url("scale"),
-        "seeded": size,
+        "targets": targets,
         "iterations": plan.scale_iterations,
         "seconds_per_op": plan.scale_seconds,
     }
-    return {**load(spec, timeout=1800), "seeding": made}
+    measured = load(spec, timeout=3600)
+    if "failed" in measured:
+        return measured
+    return {
+        str(size): {**out, "seeding": seeding[size]}
+        for size, out in zip(plan.scale_tasks, measured["sizes"], strict=True)
+    }
 
 
 def summary(path: tuple[str, ...], result: dict[str, Any]) -> str:
@@ -860,10 +878,12 @@ def summary(path: tuple[str, ...], result: dict[str, Any]) -> str:
             f"call {fmt_pcts(result.get('cancel_call_ms'))}, to canceled "
             f"{fmt_pcts(result.get('to_canceled_ms'))} {result.get('problems') or ''}"
         )
-    return (
-        f"seeded in {result['seeding'].get('seconds')} s; get {fmt_pcts(result.get('get'))}, "
-        f"list {fmt_pcts(result.get('list_first'))}, "
-        f"20-page walk {fmt_pcts((result.get('list_deep') or {}).get('walk'))}"
+    return "; ".join(
+        f"{size}: seeded in {r['seeding'].get('seconds')} s, get {fmt_pcts(r.get('get'))}, "
+        f"list {fmt_pcts(r.get('list_first'))}, "
+        f"20-page walk {fmt_pcts((r.get('list_deep') or {}).get('walk'))}"
+        for size, r in result.items()
+        if isinstance(r, dict) and "seeding" in r
     )
 
 

@@ -20,8 +20,9 @@ kinds:
   `rss` process trees once all runs are working (or `wait_timeout` passed); then cancels them.
 - `cancel`: `samples` times: start a task, wait until working, CancelTask, then GetTask until
   canceled.
-- `scale`: GetTask and ListTasks variants, one at a time, on `seeded` stored tasks, each
-  after a few unmeasured calls of its kind.
+- `scale`: GetTask and ListTasks variants, one at a time, on each of `targets` (an agent and
+  its `seeded` stored tasks), the targets taking turns call by call, each read after a few
+  unmeasured calls of its kind.
 """
 
 from __future__ import annotations
@@ -599,102 +600,133 @@ SCALE_WARMUP_CALLS = 4
 
 
 async def scale(spec: dict[str, Any]) -> dict[str, Any]:
-    url, seeded = spec["url"], int(spec["seeded"])
+    """Each read on every target (an agent and its stored tasks `start` .. `start + seeded -
+    1`), the targets taking turns call by call, so that each read's figures for the targets
+    are taken under the same conditions."""
+    targets = spec["targets"]
     iterations, budget = int(spec.get("iterations", 50)), float(spec.get("seconds_per_op", 10))
+    budget *= len(targets)
     pages = int(spec.get("pages", 20))
     rng = random.Random(7)
-    out: dict[str, Any] = {"seeded": seeded}
+    outs: list[dict[str, Any]] = [{"seeded": int(t["seeded"])} for t in targets]
     async with client(spec, 2) as http:
 
-        async def timed(params_for: Any, check: Any, runs: int) -> dict[str, Any]:
+        async def timed(params_for: Any, check: Any, runs: int) -> list[dict[str, Any]]:
             # Unmeasured first calls: each web process's first call of a kind pays its
             # one-time costs (caches, lazy imports), which say nothing about the data's size.
-            for _ in range(SCALE_WARMUP_CALLS):
-                method, params = params_for()
-                await call(http, url, method, params)
-            values: list[float] = []
-            bad: Counter[str] = Counter()
+            for target in targets:
+                for _ in range(SCALE_WARMUP_CALLS):
+                    await call(http, target["url"], *params_for(target))
+            values: list[list[float]] = [[] for _ in targets]
+            bad: list[Counter[str]] = [Counter() for _ in targets]
             until = time.perf_counter() + budget
             for n in range(runs):
                 if n >= 3 and time.perf_counter() > until:
                     break
-                method, params = params_for()
-                started = time.perf_counter()
-                try:
-                    result = await call(http, url, method, params)
-                except RpcError as exc:
-                    bad[str(exc)[:100]] += 1
-                    continue
-                values.append(time.perf_counter() - started)
-                problem = check(result)
-                if problem:
-                    bad[problem] += 1
-            return {**percentiles(values), "problems": dict(bad)}
+                for i, target in enumerate(targets):
+                    method, params = params_for(target)
+                    started = time.perf_counter()
+                    try:
+                        result = await call(http, target["url"], method, params)
+                    except RpcError as exc:
+                        bad[i][str(exc)[:100]] += 1
+                        continue
+                    values[i].append(time.perf_counter() - started)
+                    problem = check(result)
+                    if problem:
+                        bad[i][problem] += 1
+            return [
+                {**percentiles(v), "problems": dict(b)} for v, b in zip(values, bad, strict=True)
+            ]
 
         def page_of(size: int) -> Any:
             return lambda r: (
                 None if len(r.get("tasks", [])) == size else f"{len(r.get('tasks', []))} tasks"
             )
 
-        out["get"] = await timed(
-            lambda: ("GetTask", {"id": seeded_id(rng.randrange(seeded))}),
-            lambda r: None if r.get("id") else "no id",
-            iterations,
-        )
-        out["list_first"] = await timed(
-            lambda: ("ListTasks", {"pageSize": 50}), page_of(50), iterations
-        )
-        first = await call(http, url, "ListTasks", {"pageSize": 50})
-        out["total_size"] = first.get("totalSize")
-        out["list_state"] = await timed(
-            lambda: ("ListTasks", {"pageSize": 50, "status": "TASK_STATE_FAILED"}),
-            page_of(50),
-            iterations,
-        )
-        out["list_context"] = await timed(
-            lambda: (
-                "ListTasks",
-                {"pageSize": 50, "contextId": f"ctx-{rng.randrange(seeded // 10)}"},
+        def each(key: str, figures: list[dict[str, Any]]) -> None:
+            for out, figure in zip(outs, figures, strict=True):
+                out[key] = figure
+
+        each(
+            "get",
+            await timed(
+                lambda t: (
+                    "GetTask",
+                    {"id": seeded_id(int(t["start"]) + rng.randrange(int(t["seeded"])))},
+                ),
+                lambda r: None if r.get("id") else "no id",
+                iterations,
             ),
-            page_of(10),
-            iterations,
+        )
+        each(
+            "list_first",
+            await timed(lambda t: ("ListTasks", {"pageSize": 50}), page_of(50), iterations),
+        )
+        for out, target in zip(outs, targets, strict=True):
+            first = await call(http, target["url"], "ListTasks", {"pageSize": 50})
+            out["total_size"] = first.get("totalSize")
+        each(
+            "list_state",
+            await timed(
+                lambda t: ("ListTasks", {"pageSize": 50, "status": "TASK_STATE_FAILED"}),
+                page_of(50),
+                iterations,
+            ),
+        )
+        each(
+            "list_context",
+            await timed(
+                lambda t: (
+                    "ListTasks",
+                    {
+                        "pageSize": 50,
+                        "contextId": "ctx-"
+                        + str(int(t["start"]) // 10 + rng.randrange(int(t["seeded"]) // 10)),
+                    },
+                ),
+                page_of(10),
+                iterations,
+            ),
         )
         # 20 pages deep: each walk starts at the first page and follows nextPageToken.
-        walks: list[float] = []
-        page_times: list[float] = []
-        last_page: list[float] = []
-        bad: Counter[str] = Counter()
+        walks: list[list[float]] = [[] for _ in targets]
+        page_times: list[list[float]] = [[] for _ in targets]
+        last_page: list[list[float]] = [[] for _ in targets]
+        bad: list[Counter[str]] = [Counter() for _ in targets]
         until = time.perf_counter() + budget * 2
         for n in range(max(1, iterations // 5)):
             if n >= 2 and time.perf_counter() > until:
                 break
-            token = ""
-            walk_started = time.perf_counter()
-            for p in range(pages):
-                params: dict[str, Any] = {"pageSize": 50}
-                if token:
-                    params["pageToken"] = token
-                started = time.perf_counter()
-                result = await call(http, url, "ListTasks", params)
-                elapsed = time.perf_counter() - started
-                page_times.append(elapsed)
-                if p == pages - 1:
-                    last_page.append(elapsed)
-                if len(result.get("tasks", [])) != 50:
-                    bad[f"page {p + 1}: {len(result.get('tasks', []))} tasks"] += 1
-                token = result.get("nextPageToken", "")
-                if not token and p < pages - 1:
-                    bad[f"no token after page {p + 1}"] += 1
-                    break
-            walks.append(time.perf_counter() - walk_started)
-        out["list_deep"] = {
-            "pages": pages,
-            "walk": percentiles(walks),
-            "page": percentiles(page_times),
-            "last_page": percentiles(last_page),
-            "problems": dict(bad),
-        }
-    return out
+            for i, target in enumerate(targets):
+                token = ""
+                walk_started = time.perf_counter()
+                for p in range(pages):
+                    params: dict[str, Any] = {"pageSize": 50}
+                    if token:
+                        params["pageToken"] = token
+                    started = time.perf_counter()
+                    result = await call(http, target["url"], "ListTasks", params)
+                    elapsed = time.perf_counter() - started
+                    page_times[i].append(elapsed)
+                    if p == pages - 1:
+                        last_page[i].append(elapsed)
+                    if len(result.get("tasks", [])) != 50:
+                        bad[i][f"page {p + 1}: {len(result.get('tasks', []))} tasks"] += 1
+                    token = result.get("nextPageToken", "")
+                    if not token and p < pages - 1:
+                        bad[i][f"no token after page {p + 1}"] += 1
+                        break
+                walks[i].append(time.perf_counter() - walk_started)
+        for i, out in enumerate(outs):
+            out["list_deep"] = {
+                "pages": pages,
+                "walk": percentiles(walks[i]),
+                "page": percentiles(page_times[i]),
+                "last_page": percentiles(last_page[i]),
+                "problems": dict(bad[i]),
+            }
+    return {"sizes": outs}
 
 
 KINDS = {"closed": closed, "io": io, "memory": memory, "cancel": cancel, "scale": scale}
