@@ -2,7 +2,7 @@
 
     <platform python> bench/platform_seed.py --platform-dir DIR check
     <platform python> bench/platform_seed.py --platform-dir DIR setup --agents '{"echo": {}}'
-    <platform python> bench/platform_seed.py --platform-dir DIR seed-tasks --agent scale \\
+    <platform python> bench/platform_seed.py --platform-dir DIR seed-tasks --agent scale1000 \\
         --start 0 --count 1000
 
 It imports the platform from `--platform-dir` (a worktree of another commit, say), never the
