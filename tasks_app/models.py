@@ -147,7 +147,10 @@ class TaskCount(models.Model):
 class Message(models.Model):
     """One message of a task's history, in order."""
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own on `task`: the unique constraint below starts with it.
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     position = models.PositiveIntegerField()
     message_id = models.CharField(max_length=200)
     role = models.CharField(max_length=20)
@@ -162,7 +165,10 @@ class Message(models.Model):
 
 
 class Artifact(models.Model):
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="artifacts")
+    # No index of its own on `task`: the unique constraint below starts with it.
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="artifacts", db_index=False
+    )
     artifact_id = models.CharField(max_length=200)
     position = models.PositiveIntegerField()
     data = models.JSONField()
@@ -184,7 +190,8 @@ class TaskEvent(models.Model):
         ARTIFACT = "artifact_update"
         MESSAGE = "message"
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    # No index of its own on `task`: the unique constraint below starts with it.
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=20, choices=Kind.choices)
     # The task's state once this event was applied: streams and waiters end on it.
