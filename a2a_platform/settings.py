@@ -161,6 +161,13 @@ else:
         DATABASES["default"]["CONN_MAX_AGE"] = _positive_int(
             "DATABASE_CONN_MAX_AGE", 0, allow_zero=True
         )
+    # The statements of the hot paths (tasks_app.rowsql.cursor) bind their parameters on the
+    # server, and each connection prepares one once it has run it five times: PostgreSQL then
+    # parses and plans it once. The ORM's own queries bind in the client and are never
+    # prepared. Off for a proxy that pools by transaction and cannot carry prepared statements.
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
+        5 if env.bool("DATABASE_PREPARED_STATEMENTS", default=True) else None
+    )
     # A health check is a round trip on every checkout from the pool: off by default, as the
     # pool drops a connection that broke while in use. On for persistent connections.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(

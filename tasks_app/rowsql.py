@@ -20,8 +20,42 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from django.db import connection, models, transaction
+from django.db.backends.utils import CursorWrapper
+
+try:  # Django's PostgreSQL backend (psycopg 3)
+    from django.db.backends.postgresql.base import CursorDebugWrapper, ServerBindingCursor
+except ImportError:  # psycopg not installed: only SQLite is used
+    CursorDebugWrapper = ServerBindingCursor = None
+
+
+if CursorDebugWrapper is not None:
+
+    class _LoggedCursor(CursorDebugWrapper):  # type: ignore[misc,valid-type]
+        """Where queries are logged (DEBUG, tests), a statement is logged with its values, as
+        the ORM's are: Django's own wrapper reads them from the client-side binding."""
+
+        def execute(self, sql: str, params: Any = None) -> Any:
+            with self.debug_sql(self.db.ops.compose_sql(sql, params), params):
+                return CursorWrapper.execute(self, sql, params)
+
 
 M = TypeVar("M", bound=models.Model)
+
+
+def cursor() -> Any:
+    """A cursor for the statements written once. On PostgreSQL it binds parameters on the
+    server (the ORM's cursors bind them in the client), so that each connection prepares a
+    statement once it has run a few times (`DATABASE_PREPARED_STATEMENTS`), and PostgreSQL
+    parses and plans it once instead of on every call. Wrapped as `connection.cursor()` wraps
+    its cursors: errors become Django's, and queries are logged where Django logs them."""
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    connection.ensure_connection()
+    raw = ServerBindingCursor(connection.connection)
+    connection.validate_thread_sharing()
+    if connection.queries_logged:
+        return _LoggedCursor(raw, connection)
+    return connection.make_cursor(raw)
 
 
 def _q(name: str) -> str:
@@ -47,9 +81,9 @@ def lock(model: type[M], pk: Any) -> M | None:
     if connection.vendor != "postgresql":
         return model._default_manager.select_for_update().filter(pk=pk).first()
     _reads("lock()")
-    with connection.cursor() as cursor:
-        cursor.execute(_lock_sql(model), [pk])
-        row = cursor.fetchone()
+    with cursor() as cur:
+        cur.execute(_lock_sql(model), [pk])
+        row = cur.fetchone()
     if row is None:
         return None
     fields = _fields(model)
@@ -81,11 +115,11 @@ _batch = threading.local()
 @contextlib.contextmanager
 def together() -> Iterator[None]:
     """One transaction of the `insert`, `update` and `execute` statements in the block. On
-    PostgreSQL they are held and sent when the block ends, as one query of several statements:
-    one round trip, which PostgreSQL runs as one transaction (outside an atomic block, with
-    nothing around it). Their results are not read: an auto id is not set on the instance, so
-    only rows whose ids nobody needs afterwards go in the block, and nothing in it may read
-    what an earlier statement of it wrote (`lock` and `append`, which read their results,
+    PostgreSQL they are held and sent when the block ends as one statement (`_as_one`): one
+    round trip, one transaction, and a statement the connection can prepare. Their results are
+    not read: an auto id is not set on the instance, so only rows whose ids nobody needs
+    afterwards go in the block. The statements run on one snapshot, so none sees what another
+    wrote, and no two may write the same row (`lock` and `append`, which read their results,
     refuse to run in it). Elsewhere the block is `transaction.atomic()`. If the block raises,
     nothing is written."""
     if connection.vendor != "postgresql":
@@ -100,10 +134,21 @@ def together() -> Iterator[None]:
     finally:
         _batch.statements = None
     if statements:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "; ".join(sql for sql, _ in statements), [p for _, ps in statements for p in ps]
+        with cursor() as cur:
+            cur.execute(
+                _as_one(tuple(sql for sql, _ in statements)),
+                [p for _, ps in statements for p in ps],
             )
+
+
+@functools.lru_cache(maxsize=64)
+def _as_one(statements: tuple[str, ...]) -> str:
+    """The statements as one: each a data-modifying WITH query of a statement that returns
+    nothing, which PostgreSQL runs to completion whether or not anything reads it. One
+    statement, so the connection can prepare it (several separated by semicolons cannot be)."""
+    if len(statements) == 1:
+        return statements[0]
+    return "WITH " + ", ".join(f"s{i} AS ({sql})" for i, sql in enumerate(statements)) + " SELECT 1"
 
 
 def _held() -> list[tuple[str, list[Any]]] | None:
@@ -122,8 +167,8 @@ def execute(sql: str, params: list[Any]) -> None:
     if held is not None:
         held.append((sql, params))
         return
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    with cursor() as cur:
+        cur.execute(sql, params)
 
 
 def insert(instance: M) -> M:
@@ -135,9 +180,9 @@ def insert(instance: M) -> M:
     sql, fields = _insert_sql(model)
     params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
     if model._meta.pk.db_returning and _held() is None:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            setattr(instance, model._meta.pk.attname, cursor.fetchone()[0])
+        with cursor() as cur:
+            cur.execute(sql, params)
+            setattr(instance, model._meta.pk.attname, cur.fetchone()[0])
     else:
         execute(sql, params)
     instance._state.adding = False
@@ -221,9 +266,9 @@ def append(instance: M, *, within: str, order: str, unique: tuple[str, ...]) -> 
     sql, fields = _append_sql(model, within, order, unique)
     params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
     scope = model._meta.get_field(within)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, getattr(instance, scope.attname)])
-        row = cursor.fetchone()
+    with cursor() as cur:
+        cur.execute(sql, [*params, getattr(instance, scope.attname)])
+        row = cur.fetchone()
     if row is None:
         return False
     setattr(instance, model._meta.pk.attname, row[0])

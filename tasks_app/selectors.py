@@ -26,6 +26,7 @@ from django.db.models import Q, QuerySet, Sum
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from . import rowsql
 from .errors import InvalidParamsError, UnsupportedOperationError, task_not_found
 from .models import Artifact, Message, Task, TaskCount, TaskEvent
 
@@ -196,7 +197,7 @@ def _task_read(
         "history": history_length,
         "position": message_at,
     }
-    with connection.cursor() as cursor:
+    with rowsql.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:

@@ -732,7 +732,7 @@ def task_claim(*, task_id: uuid.UUID, job_id: str, runner: str = "") -> str:
         job_id,
         *sorted(TERMINAL_STATES),
     ]
-    with connection.cursor() as cursor:
+    with rowsql.cursor() as cursor:
         cursor.execute(_claim_sql(), params)
         claimed = cursor.rowcount
     if claimed:

@@ -125,11 +125,12 @@ def test_an_append_numbers_rows_after_the_last_and_never_twice(make_tenant, make
 
 
 @pytest.mark.django_db(transaction=True)
-def test_statements_together_are_one_query_and_one_transaction(make_tenant, make_agent):
+def test_statements_together_are_one_statement_and_one_transaction(make_tenant, make_agent):
     from django.db import IntegrityError
     from django.test.utils import CaptureQueriesContext
 
     agent = make_agent(make_tenant())
+    earlier = rowsql.insert(_task(agent))
     task = _task(agent)
     with CaptureQueriesContext(connection) as queries:
         with rowsql.together():
@@ -137,11 +138,19 @@ def test_statements_together_are_one_query_and_one_transaction(make_tenant, make
             event = TaskEvent(task=task, seq=1, kind="task", state="TASK_STATE_SUBMITTED", data={})
             rowsql.insert(event)
             rowsql.execute(
-                f"UPDATE {Task._meta.db_table} SET context_id = %s WHERE id = %s", ["c2", task.pk]
+                f"UPDATE {Task._meta.db_table} SET context_id = %s WHERE id = %s",
+                ["c2", earlier.pk],
             )
             assert not Task.objects.filter(pk=task.pk).exists()  # held until the block ends
     assert len(queries) == 2  # the read above, then the block's three statements as one
-    assert Task.objects.get(pk=task.pk).context_id == "c2"
+    with connection.cursor() as cursor:  # one transaction wrote the task, its event, the update
+        cursor.execute(
+            f"SELECT xmin::text FROM {Task._meta.db_table} WHERE id IN (%s, %s) UNION "
+            f"SELECT xmin::text FROM {TaskEvent._meta.db_table} WHERE task_id = %s",
+            [task.pk, earlier.pk, task.pk],
+        )
+        assert len(cursor.fetchall()) == 1
+    assert Task.objects.get(pk=earlier.pk).context_id == "c2"
     assert TaskEvent.objects.filter(task=task, seq=1).count() == 1
     assert event.pk is None  # results are not read in a block
 
