@@ -234,16 +234,25 @@ def _job_configuration(request: SendMessageRequest) -> dict[str, Any]:
     return _dict(configuration)
 
 
+_REPR_LIMIT = 1024  # as Celery's own argsrepr and kwargsrepr
+
+
 def _enqueue_run(task_pk: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> None:
     from .tasks import run_agent_task
 
+    args = [str(task_pk), job_args["position"]]
+    kwargs = {
+        "configuration": job_args["configuration"],
+        "extensions": job_args.get("extensions", []),
+    }
+    # The reprs Celery shows (inspect, the console's workers page), made here: Celery's own
+    # saferepr walks the arguments in Python, a sixteenth of a send's publish.
     run_agent_task.apply_async(
-        args=[str(task_pk), job_args["position"]],
-        kwargs={
-            "configuration": job_args["configuration"],
-            "extensions": job_args.get("extensions", []),
-        },
+        args=args,
+        kwargs=kwargs,
         task_id=job_id,
+        argsrepr=repr(args)[:_REPR_LIMIT],
+        kwargsrepr=repr(kwargs)[:_REPR_LIMIT],
     )
 
 
