@@ -475,10 +475,28 @@ def task_artifact_ids(*, task_id: str) -> list[str]:
     )
 
 
+@functools.cache
+def _events_after_sql(with_data: bool) -> str:
+    """The event-log reads of streams and waiters, written once (PostgreSQL)."""
+    meta = TaskEvent._meta
+    q = connection.ops.quote_name
+    columns = ["seq", "kind", "state", "data"] if with_data else ["seq", "kind", "state"]
+    seq = q(meta.get_field("seq").column)
+    return (
+        f"SELECT {', '.join(q(meta.get_field(c).column) for c in columns)} FROM {q(meta.db_table)} "
+        f"WHERE {q(meta.get_field('task').column)} = %s AND {seq} > %s ORDER BY {seq}"
+        + (" LIMIT %s" if with_data else "")
+    )
+
+
 def task_events_after(
     *, task_id: uuid.UUID, after_seq: int, limit: int = 100
 ) -> list[tuple[int, str, str, dict[str, Any]]]:
     """(seq, kind, state, StreamResponse JSON) of the task's events after `after_seq`, in order."""
+    if connection.vendor == "postgresql":
+        with rowsql.cursor() as cursor:
+            cursor.execute(_events_after_sql(True), [task_id, after_seq, limit])
+            return [(seq, kind, state, _json(data)) for seq, kind, state, data in cursor]
     return list(
         TaskEvent.objects.filter(task_id=task_id, seq__gt=after_seq)
         .order_by("seq")
@@ -488,6 +506,10 @@ def task_events_after(
 
 def task_event_states_after(*, task_id: uuid.UUID, after_seq: int) -> list[tuple[int, str, str]]:
     """(seq, kind, state) of the task's events after `after_seq`, in order."""
+    if connection.vendor == "postgresql":
+        with rowsql.cursor() as cursor:
+            cursor.execute(_events_after_sql(False), [task_id, after_seq])
+            return cursor.fetchall()
     return list(
         TaskEvent.objects.filter(task_id=task_id, seq__gt=after_seq)
         .order_by("seq")

@@ -109,6 +109,22 @@ def test_the_one_query_read_answers_as_the_plain_reads_do(make_tenant, make_agen
     assert [m.parts[0].text for m in got.history] == (expected if history_length != 0 else [])
 
 
+@pytest.mark.parametrize("after_seq", [0, 1, 3, 99])
+def test_the_event_log_reads_answer_as_the_orm_does(make_tenant, make_agent, after_seq):
+    from tasks_app.models import TaskEvent
+    from tasks_app.selectors import task_event_states_after, task_events_after
+
+    require(connection.vendor == "postgresql", "the statements written once are PostgreSQL's")
+    agent = make_agent(make_tenant())
+    task_id = uuid.UUID(_busy_task(agent))
+    events = TaskEvent.objects.filter(task_id=task_id, seq__gt=after_seq).order_by("seq")
+    orm = list(events.values_list("seq", "kind", "state", "data"))
+    assert task_events_after(task_id=task_id, after_seq=after_seq) == orm
+    assert task_events_after(task_id=task_id, after_seq=after_seq, limit=2) == orm[:2]
+    assert task_event_states_after(task_id=task_id, after_seq=after_seq) == [r[:3] for r in orm]
+    assert (len(orm) > 0) == (after_seq < 99)  # the busy task has events to compare
+
+
 def _struct(**fields) -> Struct:
     struct = Struct()
     struct.update(fields)
