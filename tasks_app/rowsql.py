@@ -50,6 +50,7 @@ def cursor() -> Any:
     its cursors: errors become Django's, and queries are logged where Django logs them."""
     if connection.vendor != "postgresql":
         return connection.cursor()
+    connection.close_if_health_check_failed()  # as connection.cursor() does
     connection.ensure_connection()
     raw = ServerBindingCursor(connection.connection)
     connection.validate_thread_sharing()
@@ -143,9 +144,9 @@ def together() -> Iterator[None]:
 
 @functools.lru_cache(maxsize=64)
 def _as_one(statements: tuple[str, ...]) -> str:
-    """The statements as one: each a data-modifying WITH query of a statement that returns
-    nothing, which PostgreSQL runs to completion whether or not anything reads it. One
-    statement, so the connection can prepare it (several separated by semicolons cannot be)."""
+    """The statements as one: each a data-modifying WITH query, which PostgreSQL runs to
+    completion whether or not anything reads its result. One statement, so the connection can
+    prepare it (several separated by semicolons cannot be)."""
     if len(statements) == 1:
         return statements[0]
     return "WITH " + ", ".join(f"s{i} AS ({sql})" for i, sql in enumerate(statements)) + " SELECT 1"
