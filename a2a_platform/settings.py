@@ -16,10 +16,18 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from a2a_platform.secret_key import var_secret_key
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("A2A_VAR_DIR", default=str(BASE_DIR / "var")))
 
 env = environ.Env()
+
+# What `make run` (scripts/run.sh) derived when it last started with this var dir, such as the
+# public URL from its PORT, so that a command run by hand in another shell (the README's
+# `manage.py create_agent ...`) says what the running platform says. Variables set win.
+if (VAR_DIR / "run.env").is_file():
+    environ.Env.read_env(str(VAR_DIR / "run.env"))
 
 
 def _secret(name: str, default: str | None = None) -> str:
@@ -65,7 +73,18 @@ def _positive_int(name: str, default: int, *, allow_zero: bool = False) -> int:
 
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-SECRET_KEY = _secret("DJANGO_SECRET_KEY", default="insecure-dev-key" if DEBUG else None)
+if "DJANGO_SECRET_KEY" in os.environ or "DJANGO_SECRET_KEY_FILE" in os.environ:
+    SECRET_KEY = _secret("DJANGO_SECRET_KEY")  # set, even if empty: that is a mistake to name
+elif not (env.str("DATABASE_URL", default="") or env.str("DATABASE_URL_FILE", default="")):
+    # The embedded profile: the var dir's key, made on first use (a2a_platform/secret_key.py).
+    SECRET_KEY = var_secret_key(VAR_DIR).read_text().strip()
+elif DEBUG:
+    SECRET_KEY = "insecure-dev-key"
+else:
+    raise ImproperlyConfigured(
+        "Set DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE): with DATABASE_URL set (the "
+        "production profile) the platform makes no key of its own."
+    )
 
 A2A_PUBLIC_BASE_URL = env.str("A2A_PUBLIC_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
 _public = urlsplit(A2A_PUBLIC_BASE_URL)

@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export A2A_VAR_DIR="${A2A_VAR_DIR:-$PWD/var}"
 mkdir -p "$A2A_VAR_DIR"
+PY=.venv/bin/python
+# Without DJANGO_SECRET_KEY, the var dir's key (made once; recorded in run.env below).
 if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ -z "${DJANGO_SECRET_KEY_FILE:-}" ]; then
-  [ -f "$A2A_VAR_DIR/secret_key" ] || python3 -c 'import secrets; print(secrets.token_urlsafe(50))' \
-    > "$A2A_VAR_DIR/secret_key"
-  export DJANGO_SECRET_KEY_FILE="$A2A_VAR_DIR/secret_key"
+  export DJANGO_SECRET_KEY_FILE="$($PY -m a2a_platform.secret_key "$A2A_VAR_DIR")"
 fi
 PORT="${PORT:-8000}"
 GRPC_PORT="${GRPC_PORT:-50051}"
@@ -18,10 +18,16 @@ export A2A_PUBLIC_BASE_URL="${A2A_PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
 export A2A_GRPC_LISTEN="${A2A_GRPC_LISTEN:-127.0.0.1:$GRPC_PORT}"
 export A2A_GRPC_PUBLIC_ADDRESS="${A2A_GRPC_PUBLIC_ADDRESS:-127.0.0.1:$GRPC_PORT}"
 export A2A_GRPC_DEFAULT_AGENT="${A2A_GRPC_DEFAULT_AGENT-demo/conformance}"
+# What this start derived, for manage.py commands run by hand with the same var dir (the
+# settings read it; variables set in the environment win).
+{
+  printf 'A2A_PUBLIC_BASE_URL=%s\nA2A_GRPC_PUBLIC_ADDRESS=%s\n' \
+    "$A2A_PUBLIC_BASE_URL" "$A2A_GRPC_PUBLIC_ADDRESS"
+  [ -z "${DJANGO_SECRET_KEY_FILE:-}" ] || printf 'DJANGO_SECRET_KEY_FILE=%s\n' "$DJANGO_SECRET_KEY_FILE"
+} > "$A2A_VAR_DIR/run.env"
 # The development profile may push to webhooks on this machine (production allowlists nothing).
 export A2A_PUSH_ALLOWED_NETWORKS="${A2A_PUSH_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
 export A2A_METRICS_OPEN="${A2A_METRICS_OPEN-true}"  # a development machine: /metrics without a token
-PY=.venv/bin/python
 
 $PY manage.py migrate --noinput >/dev/null
 $PY manage.py seed_demo

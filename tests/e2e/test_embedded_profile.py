@@ -6,6 +6,7 @@ run.sh prints, and SIGTERM stops every process."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -64,24 +65,34 @@ def _group_members(pgid: int) -> list[str]:
     return members
 
 
+_DERIVED = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "A2A_PUBLIC_BASE_URL",
+    "DJANGO_SECRET_KEY",
+    "DJANGO_SECRET_KEY_FILE",
+)
+
+
+def _as_a_user_has_it() -> dict[str, str]:
+    """This environment without what the test suite sets and a user's shell has not."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in _DERIVED and not key.startswith("A2A_GRPC_")
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
     var = tmp_path_factory.mktemp("embedded")
     port, grpc_port = _free_port(), _free_port()
-    # What run.sh derives itself (the public URL and gRPC addresses) is left to it.
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "A2A_PUBLIC_BASE_URL")
-        and not key.startswith("A2A_GRPC_")
-    }
-    env.update(
-        A2A_VAR_DIR=str(var),
-        PORT=str(port),
-        GRPC_PORT=str(grpc_port),
-        DJANGO_SECRET_KEY="embedded-test",
-        PYTHONPATH=str(ROOT),
-    )
+    # What run.sh derives itself (the key, the public URL and gRPC addresses) is left to it.
+    env = _as_a_user_has_it()
+    env.update(A2A_VAR_DIR=str(var), PORT=str(port), GRPC_PORT=str(grpc_port))
     log = var / "run.log"
     # Its own process group, so that the teardown can tell whether SIGTERM stopped everything.
     run = subprocess.Popen(
@@ -221,3 +232,62 @@ def test_the_printed_console_login_works_and_metrics_are_open(embedded):
         metrics = http.get("/metrics")
     assert metrics.status_code == 200
     assert re.search(r'^a2a_tasks\{[^}]*agent="echo"[^}]*\} ', metrics.text, re.M)
+
+
+def _readme_registration() -> list[str]:
+    """The shell commands of the README's "Registering an agent", as printed (a line that ends
+    with a backslash continues on the next)."""
+    section = (ROOT / "README.md").read_text().split("## Registering an agent", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands, line = [], ""
+    for raw in block.splitlines():
+        line += raw
+        if line.endswith("\\"):
+            line = line[:-1]
+            continue
+        commands.append(line)
+        line = ""
+    return commands
+
+
+def test_the_readme_registration_works_as_printed(embedded):
+    # given the README's commands, run from the project directory in another shell, with the
+    # var dir `make run` used and nothing else set (no key, no URL)
+    commands = _readme_registration()
+    assert len(commands) == 4 and all(c.startswith(".venv/bin/python manage.py") for c in commands)
+    env = _as_a_user_has_it()
+    env["A2A_VAR_DIR"] = str(embedded.log.parent)
+    printed = []
+    for command in commands:
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, f"{command}\n{done.stdout}{done.stderr}"
+        printed.append(done.stdout)
+    # then the printed card URL is the running platform's, and the printed key calls the agent
+    card_url = re.search(r"^card: (\S+)$", printed[1], re.M).group(1)
+    assert card_url.startswith(embedded.base.removesuffix("demo/"))
+    card = httpx.get(card_url, timeout=10)
+    assert card.status_code == 200 and card.json()["name"]
+    key = re.search(r"^api key: (\S+)$", printed[2], re.M).group(1)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": "hi"}],
+            }
+        },
+    }
+    answer = httpx.post(
+        card_url.removesuffix(".well-known/agent-card.json"),
+        json=body,
+        headers={"X-API-Key": key, "A2A-Version": "1.0"},
+        timeout=30,
+    ).json()
+    task = answer["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "hi" in json.dumps(task["artifacts"])
