@@ -6,6 +6,7 @@ under it and the REST v0.3 paths under `v1/`.
 
 from django.contrib import admin
 from django.urls import include, path, register_converter
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from a2a_platform.health import healthz, readyz
@@ -72,6 +73,8 @@ def rest_paths(dialect: str, name: str) -> list:
 agent = "a2a/<slug:tenant_slug>/<slug:agent_slug>/"
 
 urlpatterns = [
+    # The platform's own front page is the console (it asks for a login first).
+    path("", RedirectView.as_view(url="/console/", permanent=False)),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
     path("healthz", healthz),

@@ -34,9 +34,24 @@ $PY manage.py seed_demo
 echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_GRPC_DEFAULT_AGENT:-none}): $A2A_GRPC_PUBLIC_ADDRESS"
 echo "console: $A2A_PUBLIC_BASE_URL/console/  admin: $A2A_PUBLIC_BASE_URL/admin/ (logins above)"
 
+# Ctrl-C or SIGTERM stops everything within seconds and exits 0: the agents worker hands runs
+# still in flight back to the queue after A2A_WORKER_GRACE_SECONDS (5 here), and whatever has
+# not stopped A2A_STOP_SECONDS (10) after the signal is killed, with its children.
+export A2A_WORKER_GRACE_SECONDS="${A2A_WORKER_GRACE_SECONDS-5}"
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
+stop() {
+  trap - EXIT INT TERM
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  local deadline=$((SECONDS + ${A2A_STOP_SECONDS:-10}))
+  while [ "$SECONDS" -lt "$deadline" ] && kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.2; done
+  for pid in "${pids[@]}"; do
+    pkill -KILL -P "$pid" 2>/dev/null || true
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+}
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
 $PY manage.py runweb --port "$PORT" & pids+=($!)
 $PY manage.py rungrpc & pids+=($!)
 # One worker per queue: agent runs (many at once on one event loop), push deliveries, and

@@ -218,6 +218,8 @@ def test_the_printed_console_login_works_and_metrics_are_open(embedded):
     password = _printed(embedded.log, r"^console login \(operator\): operator / (\S+)$", None)
     root = embedded.base.split("/a2a/")[0]
     with httpx.Client(base_url=root, timeout=10) as http:
+        front = http.get("/")
+        assert front.status_code == 302 and front.headers["location"] == "/console/"
         http.get("/console/login/")
         login = http.post(
             "/console/login/",
@@ -291,3 +293,66 @@ def test_the_readme_registration_works_as_printed(embedded):
     task = answer["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert "hi" in json.dumps(task["artifacts"])
+
+
+def test_ctrl_c_stops_make_run_with_exit_0_within_15_s_while_a_run_is_in_progress(tmp_path):
+    var, log = tmp_path / "var", tmp_path / "run.log"
+    port = _free_port()
+    env = _as_a_user_has_it()
+    env.update(A2A_VAR_DIR=str(var), PORT=str(port), GRPC_PORT=str(_free_port()))
+    run = subprocess.Popen(
+        ["bash", "scripts/run.sh"],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        key = _printed(log, r"^API key \(demo\): (\S+)$", run)
+        _printed(log, r"^gRPC sidecar (listening) on ", run)
+        _wait_for_port(port, run, log)  # type: ignore[arg-type]
+        # given an agent that takes a minute, with a run of it in progress
+        made = subprocess.run(
+            [".venv/bin/python", "manage.py", "create_agent", "demo", "slow", "--kind", "echo"]
+            + ["--config", '{"delay_seconds": 60}', "--description", "Slow"],
+            cwd=ROOT,
+            env={**env, "A2A_VAR_DIR": str(var)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert made.returncode == 0, made.stderr
+        url = f"http://127.0.0.1:{port}/a2a/demo/slow/"
+        headers = {"X-API-Key": key, "A2A-Version": "1.0"}
+        message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "x"}]}
+        send = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": message, "configuration": {"returnImmediately": True}},
+        }
+        task_id = httpx.post(url, json=send, headers=headers, timeout=30).json()["result"]["task"][
+            "id"
+        ]
+        get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+        deadline = time.monotonic() + 60
+        state = ""
+        while state != "TASK_STATE_WORKING" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            state = httpx.post(url, json=get, headers=headers, timeout=10).json()["result"]
+            state = state["status"]["state"]
+        assert state == "TASK_STATE_WORKING"
+        # when the user presses Ctrl-C (the terminal signals the whole process group)
+        pressed = time.monotonic()
+        os.killpg(run.pid, signal.SIGINT)
+        code = run.wait(timeout=60)
+        took = time.monotonic() - pressed
+        # then make run ends cleanly and soon, and leaves nothing running
+        assert code == 0, log.read_text()[-3000:]
+        assert took < 15, f"stopping took {took:.1f} s"
+        assert not _group_members(run.pid)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
