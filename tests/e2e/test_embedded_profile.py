@@ -86,16 +86,14 @@ def _as_a_user_has_it() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def embedded(tmp_path_factory):
-    var = tmp_path_factory.mktemp("embedded")
-    port, grpc_port = _free_port(), _free_port()
-    # What run.sh derives itself (the key, the public URL and gRPC addresses) is left to it.
+def _run_sh(var: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """`make run`'s script on `port` with var dir `var`, as a user starts it: what it derives
+    itself (the key, the public URL and gRPC addresses) is left to it. In its own process
+    group, so that a test can tell whether a signal stopped everything."""
     env = _as_a_user_has_it()
-    env.update(A2A_VAR_DIR=str(var), PORT=str(port), GRPC_PORT=str(grpc_port))
-    log = var / "run.log"
-    # Its own process group, so that the teardown can tell whether SIGTERM stopped everything.
-    run = subprocess.Popen(
+    env.update(A2A_VAR_DIR=str(var), PORT=str(port), GRPC_PORT=str(_free_port()))
+    var.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
         ["bash", "scripts/run.sh"],
         cwd=ROOT,
         env=env,
@@ -103,11 +101,24 @@ def embedded(tmp_path_factory):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+
+def _started(run: subprocess.Popen[bytes], port: int, log: Path) -> str:
+    """Once run.sh serves on every port: the demo API key it printed."""
+    key = _printed(log, r"^API key \(demo\): (\S+)$", run)
+    _printed(log, r"^gRPC sidecar (listening) on ", run)
+    _wait_for_port(port, run, log)  # type: ignore[arg-type]
+    return key
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    var = tmp_path_factory.mktemp("embedded")
+    port, log = _free_port(), var / "run.log"
+    run = _run_sh(var, port, log)
     try:
-        key = _printed(log, r"^API key \(demo\): (\S+)$", run)
+        key = _started(run, port, log)
         grpc_address = _printed(log, r"^gRPC \(.*\): (\S+)$", run)
-        _printed(log, r"^gRPC sidecar (listening) on ", run)
-        _wait_for_port(port, run, log)  # type: ignore[arg-type]
         yield Embedded(f"http://127.0.0.1:{port}/a2a/demo/", key, grpc_address, log)
     finally:
         run.send_signal(signal.SIGTERM)  # what Ctrl-C or `kill` does to `make run`
@@ -296,28 +307,17 @@ def test_the_readme_registration_works_as_printed(embedded):
 
 
 def test_ctrl_c_stops_make_run_with_exit_0_within_15_s_while_a_run_is_in_progress(tmp_path):
-    var, log = tmp_path / "var", tmp_path / "run.log"
-    port = _free_port()
-    env = _as_a_user_has_it()
-    env.update(A2A_VAR_DIR=str(var), PORT=str(port), GRPC_PORT=str(_free_port()))
-    run = subprocess.Popen(
-        ["bash", "scripts/run.sh"],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    var, port, log = tmp_path / "var", _free_port(), tmp_path / "run.log"
+    run = _run_sh(var, port, log)
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
     try:
-        key = _printed(log, r"^API key \(demo\): (\S+)$", run)
-        _printed(log, r"^gRPC sidecar (listening) on ", run)
-        _wait_for_port(port, run, log)  # type: ignore[arg-type]
+        key = _started(run, port, log)
         # given an agent that takes a minute, with a run of it in progress
         made = subprocess.run(
             [".venv/bin/python", "manage.py", "create_agent", "demo", "slow", "--kind", "echo"]
             + ["--config", '{"delay_seconds": 60}', "--description", "Slow"],
             cwd=ROOT,
-            env={**env, "A2A_VAR_DIR": str(var)},
+            env=env,
             capture_output=True,
             text=True,
             timeout=60,
