@@ -39,8 +39,8 @@ class AgentRegistrationForm(forms.ModelForm):
         )
         help_texts = {
             "slug": "The agent's name in its URLs: /a2a/<tenant>/<slug>/.",
-            "executor_config": 'JSON object; its shape depends on the kind (e.g. {"class": ...} '
-            "for python).",
+            "executor_config": "JSON object; its shape depends on the kind (e.g. "
+            '{"class_path": ..., "init_kwargs": {...}} for python).',
             "skills": 'JSON list of AgentSkill objects: [{"id": ..., "name": ..., '
             '"description": ...}].',
             "default_input_modes": 'JSON list of media types, e.g. ["text/plain"].',

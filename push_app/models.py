@@ -59,6 +59,7 @@ class Delivery(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name_plural = "deliveries"
         constraints = [
             models.UniqueConstraint(fields=["config", "event"], name="one_delivery_per_event")
         ]

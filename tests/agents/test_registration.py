@@ -117,6 +117,8 @@ def test_admin_validates_executor_config_and_shows_a_new_key_once(client, make_t
     tenant = make_tenant()
     user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-123456789")
     client.force_login(user)
+    index = client.get("/admin/").content.decode()
+    assert "Deliveries" in index and "Deliverys" not in index
     form = {
         "tenant": tenant.pk,
         "slug": "bot",

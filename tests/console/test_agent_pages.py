@@ -119,6 +119,7 @@ def test_register_an_agent_with_field_errors_then_valid(client, world):
     }
     page = client.get(url).content.decode()
     assert 'id="executor-kinds"' in page and "delay_seconds" in page and "class_path" in page
+    assert "{&quot;class&quot;:" not in page  # the config help names the keys as they are
     page = client.post(url, form).content.decode()
     error = re.search(r'id="error-executor_config">(.*?)</p>', page, re.S)
     assert error and "delay_seconds" in error[1]
