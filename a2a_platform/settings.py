@@ -30,17 +30,22 @@ if (VAR_DIR / "run.env").is_file():
     environ.Env.read_env(str(VAR_DIR / "run.env"))
 
 
+def _secret_file(file_name: str, subject: str) -> str:
+    """The secret in file `file_name`; `subject` names the file in errors."""
+    try:
+        value = Path(file_name).read_text().strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{subject} cannot be read: {exc}") from exc
+    if not value:
+        raise ImproperlyConfigured(f"{subject} is empty.")
+    return value
+
+
 def _secret(name: str, default: str | None = None) -> str:
     """A secret from NAME, or from the file named by NAME_FILE."""
     file_name = env.str(f"{name}_FILE", default="")
     if file_name:
-        try:
-            value = Path(file_name).read_text().strip()
-        except OSError as exc:
-            raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {exc}") from exc
-        if not value:
-            raise ImproperlyConfigured(f"{name}_FILE={file_name!r} is empty.")
-        return value
+        return _secret_file(file_name, f"{name}_FILE={file_name!r}")
     value = env.str(name, default=default)
     if not value:
         raise ImproperlyConfigured(f"Set {name} (or {name}_FILE) to a non-empty value.")
@@ -77,7 +82,8 @@ if "DJANGO_SECRET_KEY" in os.environ or "DJANGO_SECRET_KEY_FILE" in os.environ:
     SECRET_KEY = _secret("DJANGO_SECRET_KEY")  # set, even if empty: that is a mistake to name
 elif not (env.str("DATABASE_URL", default="") or env.str("DATABASE_URL_FILE", default="")):
     # The embedded profile: the var dir's key, made on first use (a2a_platform/secret_key.py).
-    SECRET_KEY = var_secret_key(VAR_DIR).read_text().strip()
+    _key_file = var_secret_key(VAR_DIR)
+    SECRET_KEY = _secret_file(str(_key_file), f"The key file {_key_file} (delete it for a new key)")
 elif DEBUG:
     SECRET_KEY = "insecure-dev-key"
 else:

@@ -8,7 +8,8 @@ mkdir -p "$A2A_VAR_DIR"
 PY=.venv/bin/python
 # Without DJANGO_SECRET_KEY, the var dir's key (made once; recorded in run.env below).
 if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ -z "${DJANGO_SECRET_KEY_FILE:-}" ]; then
-  export DJANGO_SECRET_KEY_FILE="$($PY -m a2a_platform.secret_key "$A2A_VAR_DIR")"
+  key_file="$($PY -m a2a_platform.secret_key "$A2A_VAR_DIR")"  # its own line: set -e sees a failure
+  export DJANGO_SECRET_KEY_FILE="$key_file"
 fi
 PORT="${PORT:-8000}"
 GRPC_PORT="${GRPC_PORT:-50051}"

@@ -246,7 +246,7 @@ def _enqueue_run(task_pk: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> N
         "extensions": job_args.get("extensions", []),
     }
     # The reprs Celery shows (inspect, the console's workers page), made here: Celery's own
-    # saferepr walks the arguments in Python, a sixteenth of a send's publish.
+    # saferepr walks the arguments in Python, a twelfth of a send's publish.
     run_agent_task.apply_async(
         args=args,
         kwargs=kwargs,
