@@ -1,5 +1,6 @@
-"""Admin for registration: tenants, agents (executor config validated on save), API keys, and
-the tenants' push-signing keys (read-only; rotated and retired by actions)."""
+"""Admin for registration: tenants, agents (executor config validated on save, secrets
+write-only), API keys, and the tenants' push-signing keys (read-only; rotated and retired by
+actions)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from django.utils.html import format_html
 from .auth import hash_secret, new_key_material
 from .cards import agent_base_url
 from .executors import executor_kind_choices
-from .models import Agent, ApiKey, Membership, SigningKey, Tenant
+from .forms import AgentSecretsFormMixin, executor_secrets_status
+from .models import DEFAULT_MODES, Agent, ApiKey, Membership, SigningKey, Tenant
 from .services import signing_key_retire, signing_key_rotate
 from .validation import agent_form_check, api_key_scopes_validate
 
@@ -111,18 +113,34 @@ AGENT_JSON_FIELDS = (
 )
 
 
-class AgentForm(forms.ModelForm):
+class AgentForm(AgentSecretsFormMixin, forms.ModelForm):
     executor_kind = forms.ChoiceField(choices=executor_kind_choices)
 
     class Meta:
         model = Agent
         fields = "__all__"
         formfield_callback = _https_urls
+        help_texts = {
+            "executor_config": "JSON object; its shape depends on the kind (e.g. "
+            '{"class_path": ..., "init_kwargs": {...}} for python). It is shown to whoever '
+            "edits the agent: put API keys and tokens in the executor secrets below.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is None:  # as the console's registration form starts
+            self.initial.setdefault("default_input_modes", list(DEFAULT_MODES))
+            self.initial.setdefault("default_output_modes", list(DEFAULT_MODES))
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         agent_form_check(self, cleaned, AGENT_JSON_FIELDS)
         return cleaned
+
+
+# Shown right after the executor config: what is stored (names only), then the write-only
+# field and the tick that clears.
+AGENT_SECRET_FIELDS = ("executor_secrets_status", "executor_secrets", "executor_secrets_clear")
 
 
 @admin.register(Agent)
@@ -131,7 +149,22 @@ class AgentAdmin(admin.ModelAdmin):
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = ("slug", "tenant", "name", "executor_kind", "visibility", "is_active", "card")
     list_filter = ("tenant", "executor_kind", "visibility", "is_active")
+    list_select_related = ("tenant",)
     search_fields = ("slug", "name", "tenant__slug")
+    readonly_fields = ("executor_secrets_status",)
+
+    def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> list[str]:
+        fields = [f for f in super().get_fields(request, obj) if f not in AGENT_SECRET_FIELDS]
+        at = fields.index("executor_config") + 1
+        return [*fields[:at], *AGENT_SECRET_FIELDS, *fields[at:]]
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        form.save_executor_secrets(obj)
+
+    @admin.display(description="Stored executor secrets")
+    def executor_secrets_status(self, agent: Agent) -> str:
+        return executor_secrets_status(agent)
 
     @admin.display(description="Agent card")
     def card(self, agent: Agent) -> str:

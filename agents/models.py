@@ -11,6 +11,9 @@ slug_validator = RegexValidator(
     "Use 1-63 lowercase letters, digits and hyphens, not starting or ending with a hyphen.",
 )
 
+# The media types a new agent starts with in the console's and the admin's registration forms.
+DEFAULT_MODES: tuple[str, ...] = ("text/plain",)
+
 
 class Tenant(models.Model):
     slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
@@ -48,6 +51,10 @@ class Agent(models.Model):
     default_output_modes = models.JSONField(default=list, blank=True)
     executor_kind = models.CharField(max_length=50)
     executor_config = models.JSONField(default=dict, blank=True)
+    # Secrets passed to the executor as keyword arguments: a JSON object of name -> secret,
+    # encrypted with agents.crypto ("" when there are none). Written only through
+    # agents.services.agent_secrets_set (or agent_create); no form or page shows it.
+    executor_secrets_encrypted = models.TextField(blank=True, default="", editable=False)
     # Push notification webhooks (the card's capabilities.pushNotifications); off, every push
     # call answers PushNotificationNotSupported.
     push_notifications = models.BooleanField(default=True)

@@ -5,19 +5,22 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from jwt.algorithms import ECAlgorithm
 
 from . import crypto
 from .auth import hash_secret, new_key_material
-from .executors import executor_config_validate
-from .models import Agent, ApiKey, SigningKey, Tenant
+from .executors import executor_config_validate, executor_secrets_check
+from .executors.secrets import executor_secrets_seal, executor_secrets_validate
+from .models import Agent, ApiKey, Membership, SigningKey, Tenant
 from .validation import agent_validate
 
 
@@ -38,8 +41,12 @@ def agent_create(
     description: str,
     executor_kind: str,
     executor_config: dict[str, Any] | None = None,
+    executor_secrets: Mapping[str, str] | None = None,
     **fields: Any,
 ) -> Agent:
+    """Register an agent. `executor_secrets` (name -> secret) are stored encrypted and given
+    to its executor as keyword arguments; nothing shows them again."""
+    secrets = executor_secrets_validate(executor_secrets or {})
     agent = Agent(
         tenant=tenant,
         slug=slug,
@@ -47,11 +54,30 @@ def agent_create(
         description=description,
         executor_kind=executor_kind,
         executor_config=executor_config or {},
+        executor_secrets_encrypted=executor_secrets_seal(secrets),
         **fields,
     )
-    agent_validate(agent)
+    agent_validate(agent, secret_names=secrets)
     agent.full_clean()
     agent.save()
+    return agent
+
+
+@transaction.atomic
+def agent_secrets_set(*, agent: Agent, secrets: Mapping[str, str]) -> Agent:
+    """Replace all of the agent's executor secrets with `secrets` (name -> secret); {} clears
+    them. They are checked against the agent's stored executor config (a name must not be in
+    its init_kwargs too), stored encrypted, and never shown again: pages show only the names.
+    The caller has found `agent` in the tenant it acts for."""
+    checked = executor_secrets_validate(secrets)
+    stored = (
+        Agent.objects.select_for_update()
+        .only("executor_kind", "executor_config")
+        .get(pk=agent.pk, tenant_id=agent.tenant_id)
+    )
+    executor_secrets_check(kind=stored.executor_kind, config=stored.executor_config, names=checked)
+    agent.executor_secrets_encrypted = executor_secrets_seal(checked)
+    agent.save(update_fields=["executor_secrets_encrypted", "updated_at"])
     return agent
 
 
@@ -155,6 +181,7 @@ def signing_key_retire(*, signing_key: SigningKey, at: datetime | None = None) -
 
 __all__ = [
     "agent_create",
+    "agent_secrets_set",
     "api_key_create",
     "executor_config_validate",
     "signing_key_active",
@@ -162,3 +189,100 @@ __all__ = [
     "signing_key_rotate",
     "tenant_create",
 ]
+
+
+# --- an agent's life after registration, and the people of a tenant -------------------------
+
+
+class ActionRefused(ValueError):
+    """A change the rules do not allow now; the message says why and what to do instead."""
+
+
+# Tasks whose run is queued or in flight: a worker may still write to them.
+_RUNNING_STATES = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+
+
+@transaction.atomic
+def agent_set_active(*, agent: Agent, active: bool) -> Agent:
+    """Disable or enable an agent. Disabled, its URLs answer "agent not found" on every
+    binding (within A2A_AUTH_CACHE_SECONDS on every process); its tasks stay stored, runs in
+    flight finish, and it can be enabled again."""
+    agent.is_active = active
+    agent.save(update_fields=["is_active", "updated_at"])
+    return agent
+
+
+def agent_task_counts(*, agent: Agent) -> dict[str, int]:
+    """What deleting the agent deletes with it, for the confirmation page."""
+    tasks = agent.tasks.all()
+    return {
+        "tasks": tasks.count(),
+        "running": tasks.filter(state__in=_RUNNING_STATES).count(),
+        "keys": agent.api_keys.count(),
+    }
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent) -> dict[str, int]:
+    """Delete a disabled agent with everything it holds: its tasks (history, artifacts, events,
+    push configs and deliveries) and its own API keys. Refused while it is active, within
+    A2A_AUTH_CACHE_SECONDS of being disabled (a process may still take a message for it), or
+    while a task of it has a run queued or in flight."""
+    locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    if locked.is_active:
+        raise ActionRefused(f"Agent {agent} is active: disable it first, then delete it.")
+    settled_at = locked.updated_at + timedelta(seconds=settings.A2A_AUTH_CACHE_SECONDS)
+    if timezone.now() < settled_at:
+        raise ActionRefused(
+            f"Agent {agent} was disabled a moment ago; try again in a second or two, once "
+            "no process takes messages for it."
+        )
+    running = locked.tasks.filter(state__in=_RUNNING_STATES).count()
+    if running:
+        raise ActionRefused(
+            f"Agent {agent} has {running} task{'s' if running != 1 else ''} with a run queued "
+            "or in flight; wait for them to finish (or cancel them), then delete it."
+        )
+    counts = agent_task_counts(agent=locked)
+    locked.delete()
+    return counts
+
+
+def _refuse_losing_the_last_owner(membership: Membership) -> None:
+    """A tenant that has owners keeps at least one (one with none is run by operators)."""
+    if membership.role != Membership.Role.OWNER:
+        return
+    others = Membership.objects.select_for_update().filter(
+        tenant_id=membership.tenant_id, role=Membership.Role.OWNER
+    )
+    if not len(others.exclude(pk=membership.pk)):
+        raise ActionRefused(
+            f"{membership.user.get_username()} is the last owner of tenant "
+            f"{membership.tenant.slug}: make someone else an owner first."
+        )
+
+
+@transaction.atomic
+def membership_add(*, tenant: Tenant, user: Any, role: str) -> Membership:
+    if role not in Membership.Role.values:
+        raise ActionRefused(f"{role!r} is not a role; use one of {', '.join(Membership.Role)}.")
+    if Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise ActionRefused(f"{user.get_username()} is already in tenant {tenant.slug}.")
+    return Membership.objects.create(tenant=tenant, user=user, role=role)
+
+
+@transaction.atomic
+def membership_set_role(*, membership: Membership, role: str) -> Membership:
+    if role not in Membership.Role.values:
+        raise ActionRefused(f"{role!r} is not a role; use one of {', '.join(Membership.Role)}.")
+    if role != Membership.Role.OWNER:
+        _refuse_losing_the_last_owner(membership)
+    membership.role = role
+    membership.save(update_fields=["role"])
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership) -> None:
+    _refuse_losing_the_last_owner(membership)
+    membership.delete()

@@ -2,23 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from a2a.types import AgentSkill
 from django.core.exceptions import ValidationError
 from google.protobuf.json_format import ParseDict, ParseError
 
-from .executors import executor_config_validate
+from .crypto import DecryptionFailed
+from .executors import executor_config_validate, executor_secrets_check
+from .executors.secrets import FIELD as SECRETS_FIELD
+from .executors.secrets import executor_secret_names
 from .models import Agent, ApiKey
 
+# The form field that clears an agent's secrets (agents.forms.AgentSecretsFormMixin); the one
+# that sets them is SECRETS_FIELD, under which every secrets error is reported.
+SECRETS_CLEAR_FIELD = "executor_secrets_clear"
 
-def agent_validate(agent: Agent) -> None:
-    """Normalise and check the fields Django cannot check alone. Raises ValidationError."""
+
+def agent_validate(agent: Agent, *, secret_names: Collection[str] | None = None) -> None:
+    """Normalise and check the fields Django cannot check alone. Raises ValidationError.
+
+    The executor config is checked against the secrets the agent will have: `secret_names`,
+    or by default the ones it has stored."""
     agent.executor_config = executor_config_validate(
         kind=agent.executor_kind, config=agent.executor_config
     )
     errors: dict[str, str] = {}
+    if secret_names is None:
+        try:
+            secret_names = executor_secret_names(agent.executor_secrets_encrypted)
+        except DecryptionFailed as exc:
+            errors[SECRETS_FIELD] = f"{exc} Set the secrets again, or clear them."
+            secret_names = ()
+    try:
+        executor_secrets_check(
+            kind=agent.executor_kind, config=agent.executor_config, names=secret_names
+        )
+    except ValidationError as exc:
+        errors[SECRETS_FIELD] = " ".join(exc.message_dict[SECRETS_FIELD])
     for field in ("skills", "extended_skills"):
         problem = _skills_problem(getattr(agent, field))
         if problem:
@@ -34,24 +56,39 @@ def agent_validate(agent: Agent) -> None:
 def agent_form_check(form: Any, cleaned: dict[str, Any], fields: Iterable[str]) -> None:
     """For a form that edits an agent (the admin's, the console's): check the executor config,
     skills and modes in `cleaned` as they would be saved, add each error to its field, and put
-    the normalised values back into `cleaned`. A field left empty counts as {} or []."""
+    the normalised values back into `cleaned`. A field left empty counts as {} or [].
+
+    The config is checked against the secrets the agent will have: those the form sets or
+    clears (agents.forms.AgentSecretsFormMixin), else those its instance has stored."""
     if not cleaned.get("executor_kind"):
         return  # the form already says the kind is missing or unknown
     fields = list(fields)
-    probe = Agent(executor_kind=cleaned["executor_kind"])
+    instance = getattr(form, "instance", None)
+    probe = Agent(
+        executor_kind=cleaned["executor_kind"],
+        executor_secrets_encrypted=getattr(instance, "executor_secrets_encrypted", ""),
+    )
     for name in fields:
         value = cleaned.get(name)
         if value is None:
             value = {} if name == "executor_config" else []
         setattr(probe, name, value)
     try:
-        agent_validate(probe)
+        agent_validate(probe, secret_names=_secret_names_set_by(cleaned))
     except ValidationError as exc:
         for field, errors in exc.message_dict.items():
             form.add_error(field if field in form.fields else None, errors)
     else:
         for name in fields:
             cleaned[name] = getattr(probe, name)
+
+
+def _secret_names_set_by(cleaned: dict[str, Any]) -> list[str] | None:
+    """The secret names a form's cleaned data gives the agent; None if it keeps its own."""
+    if cleaned.get(SECRETS_CLEAR_FIELD):
+        return []
+    secrets = cleaned.get(SECRETS_FIELD)
+    return sorted(secrets) if isinstance(secrets, dict) else None
 
 
 def validation_summary(exc: ValidationError) -> str:

@@ -23,7 +23,7 @@ from django.conf import settings
 from google.protobuf.json_format import ParseDict
 
 from a2a_platform.db import db
-from agents.executors import executor_build
+from agents.executors import agent_executor_build
 
 from .errors import A2AError
 from .models import Task
@@ -146,7 +146,7 @@ async def run(
     agent = task.agent
     fail = db(_fail)
     try:
-        executor = executor_build(kind=agent.executor_kind, config=agent.executor_config)
+        executor = agent_executor_build(agent=agent)
     except Exception as exc:
         logger.exception("Cannot build executor for agent %s", agent)
         await fail(task_id, f"The agent's executor could not be started: {exc}")

@@ -2,14 +2,16 @@
 
 Each kind has a pydantic model that validates the agent's ``executor_config`` (unknown
 keys are rejected, so a typo is reported instead of silently ignored) and a factory that
-builds an ``a2a-sdk`` ``AgentExecutor`` from the validated config.
+builds an ``a2a-sdk`` ``AgentExecutor`` from the validated config. A kind may also take the
+agent's secrets (``secrets.py``: encrypted at rest, write-only), which its factory receives
+decrypted beside the config.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor
 from django.core.exceptions import ValidationError
@@ -17,6 +19,11 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from . import conformance, echo, python
+from .secrets import FIELD as SECRETS_FIELD
+from .secrets import executor_secrets_open
+
+if TYPE_CHECKING:
+    from agents.models import Agent
 
 
 @dataclass(frozen=True)
@@ -24,7 +31,11 @@ class ExecutorKind:
     name: str
     description: str
     config_model: type[BaseModel]
-    factory: Callable[[Any], AgentExecutor]
+    # Called with the validated config, and with the secrets too if the kind takes them.
+    factory: Callable[..., AgentExecutor]
+    # For a kind that takes secrets: which of the given secret names its validated config
+    # sets as well (a name comes from one place only). None: the kind takes no secrets.
+    secret_clashes: Callable[[Any, Collection[str]], list[str]] | None = None
 
 
 REGISTRY: dict[str, ExecutorKind] = {
@@ -47,6 +58,7 @@ REGISTRY: dict[str, ExecutorKind] = {
             "An installed AgentExecutor class from the operator's allowlist.",
             python.PythonConfig,
             python.build,
+            python.secret_clashes,
         ),
     )
 }
@@ -75,8 +87,48 @@ def executor_config_validate(*, kind: str, config: Any) -> dict[str, Any]:
     return model.model_dump(mode="json")
 
 
-def executor_build(*, kind: str, config: dict[str, Any]) -> AgentExecutor:
+def executor_secrets_check(*, kind: str, config: dict[str, Any], names: Collection[str]) -> None:
+    """Check that an executor of this kind and (valid) config takes secrets of these names.
+    Raises ValidationError keyed "executor_secrets"."""
+    if not names or kind not in REGISTRY:
+        return
+    spec = REGISTRY[kind]
+    if spec.secret_clashes is None:
+        raise ValidationError(
+            {
+                SECRETS_FIELD: f"The {kind} executor takes no secrets; clear them "
+                f"({', '.join(sorted(names))})."
+            }
+        )
+    clashes = spec.secret_clashes(spec.config_model.model_validate(config), names)
+    if clashes:
+        raise ValidationError(
+            {
+                SECRETS_FIELD: f"{', '.join(clashes)}: given both in the executor config and as "
+                "a secret. Give each name once: secret values as secrets only."
+            }
+        )
+
+
+def executor_build(
+    *, kind: str, config: dict[str, Any], secrets: Mapping[str, str] | None = None
+) -> AgentExecutor:
     """Build the executor for an agent. The config is validated again: it may predate a rule."""
     executor_config_validate(kind=kind, config=config)
+    secrets = dict(secrets or {})
+    executor_secrets_check(kind=kind, config=config, names=secrets)
     spec = REGISTRY[kind]
-    return spec.factory(spec.config_model.model_validate(config))
+    model = spec.config_model.model_validate(config)
+    if spec.secret_clashes is None:
+        return spec.factory(model)
+    return spec.factory(model, secrets)
+
+
+def agent_executor_build(*, agent: Agent) -> AgentExecutor:
+    """Build an agent's executor from its config and its secrets, decrypted only here.
+    Raises agents.crypto.DecryptionFailed when no configured key opens the secrets."""
+    return executor_build(
+        kind=agent.executor_kind,
+        config=agent.executor_config,
+        secrets=executor_secrets_open(agent.executor_secrets_encrypted),
+    )

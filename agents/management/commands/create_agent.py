@@ -1,4 +1,5 @@
-"""manage.py create_agent <tenant> <slug> --kind echo [--config JSON] [--public] ..."""
+"""manage.py create_agent <tenant> <slug> --kind echo [--config JSON] [--secret NAME=VALUE]...
+[--public] ..."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ class Command(BaseCommand):
         parser.add_argument("slug")
         parser.add_argument("--kind", required=True, choices=sorted(REGISTRY))
         parser.add_argument("--config", default="{}", help="Executor config as a JSON object.")
+        parser.add_argument(
+            "--secret",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="An executor secret (repeatable): stored encrypted and given to a python "
+            "executor's constructor as the keyword argument NAME; never printed. A command "
+            "line is seen by other local users while it runs (and may stay in shell history).",
+        )
         parser.add_argument("--name", default="")
         parser.add_argument("--description", default="")
         parser.add_argument("--skills", default="[]", help="A JSON list of AgentSkill objects.")
@@ -38,6 +48,7 @@ class Command(BaseCommand):
             skills = json.loads(options["skills"])
         except json.JSONDecodeError as exc:
             raise CommandError(f"--config/--skills must be JSON: {exc}") from exc
+        secrets = _secrets(options["secret"])
         try:
             agent = agent_create(
                 tenant=tenant,
@@ -46,6 +57,7 @@ class Command(BaseCommand):
                 description=options["description"] or f"The {options['slug']} agent.",
                 executor_kind=options["kind"],
                 executor_config=config,
+                executor_secrets=secrets,
                 skills=skills,
                 visibility=Agent.Visibility.PUBLIC
                 if options["public"]
@@ -55,3 +67,18 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError(validation_summary(exc)) from None
         self.stdout.write(f"card: {agent_base_url(agent)}.well-known/agent-card.json")
+        if secrets:
+            self.stdout.write(f"executor secrets stored encrypted: {', '.join(sorted(secrets))}")
+
+
+def _secrets(pairs: list[str]) -> dict[str, str]:
+    secrets: dict[str, str] = {}
+    for number, pair in enumerate(pairs, start=1):
+        name, equals, value = pair.partition("=")
+        # Messages name the secret, never quote the argument: it holds the value.
+        if not equals or not name:
+            raise CommandError(f"--secret #{number} must be NAME=VALUE.")
+        if name in secrets:
+            raise CommandError(f"--secret #{number} repeats the name of an earlier one.")
+        secrets[name] = value
+    return secrets
