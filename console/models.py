@@ -1,4 +1,5 @@
-"""What the console keeps itself: the recent Celery job failures operators look at."""
+"""What the console keeps itself: the recent Celery job failures operators look at, and when
+beat last ticked."""
 
 from __future__ import annotations
 
@@ -26,3 +27,20 @@ class JobFailure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name} {self.celery_task_id}: {self.exception_type}"
+
+
+class BeatHeartbeat(models.Model):
+    """When celery beat last ticked: one row, rewritten by beat's scheduler (a2a_platform.beat)
+    at most every few seconds and read by the workers page and `manage.py healthcheck beat`.
+
+    A deployment runs one beat (two would send every periodic task twice), so one row holds
+    the whole story; `hostname` says which container or machine wrote it last."""
+
+    ONLY_ID = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=ONLY_ID, editable=False)
+    ticked_at = models.DateTimeField()
+    hostname = models.CharField(max_length=255, blank=True)
+
+    def __str__(self) -> str:
+        return f"beat on {self.hostname or '?'} ticked at {self.ticked_at.isoformat()}"

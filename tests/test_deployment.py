@@ -1,16 +1,41 @@
-"""docker-compose.yml, read and checked (there is no Docker engine here): the services it runs
-are the processes the test suite runs natively, with settings the platform actually reads."""
+"""The deployment files, read and checked (there is no Docker engine here): docker-compose.yml
+runs the processes the test suite runs natively, with settings the platform actually reads and
+healthchecks the code answers; the Dockerfile, .dockerignore and constraints.txt build the image
+from pinned versions. Beat's liveness record and `manage.py healthcheck` run for real, against
+the test database, real beat processes and the live platform's Celery workers."""
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import importlib
+import importlib.metadata
+import io
+import json
+import os
 import re
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
 import tomllib
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
+import pytest
 import yaml
 from django.conf import settings
-from django.core.management import get_commands
+from django.core.management import call_command, get_commands, load_command_class
+from django.db import connection
+from django.utils import timezone
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from .conftest import VENV_BIN, _free_port, require, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS_SOURCE = (ROOT / "a2a_platform" / "settings.py").read_text()
@@ -139,3 +164,671 @@ def test_compose_grpc_sidecar_listens_where_the_cards_say():
     assert "healthcheck" in services["web"]
     health = " ".join(services["grpc"]["healthcheck"]["test"])
     assert "grpc_health" in health and f"127.0.0.1:{listen_port}" in health
+
+
+# --- the compose file against the code ---------------------------------------------------------
+
+# Compose's own defaults for a trial on the machine that runs it, where the settings' defaults
+# suit `make run` (the compose file says so beside them).
+COMPOSE_OWN_DEFAULTS = {"A2A_PUBLIC_BASE_URL", "DJANGO_ALLOWED_HOSTS", "A2A_GRPC_PUBLIC_ADDRESS"}
+# What production cannot start without: the settings raise, or (the encryption keys) would
+# derive a key from DJANGO_SECRET_KEY that changing it makes useless.
+PRODUCTION_REQUIRED = {"DJANGO_SECRET_KEY", "A2A_ENCRYPTION_KEYS", "POSTGRES_PASSWORD"}
+INTERPOLATION = re.compile(r"\$\{(\w+)(:[?-])([^}]*)\}")
+
+
+def platform_services() -> dict[str, dict]:
+    """The services that run the platform's image (not postgres and redis)."""
+    return {
+        name: s for name, s in compose()["services"].items() if s.get("image") == "a2a-platform"
+    }
+
+
+def _required_samples() -> dict[str, str]:
+    from cryptography.fernet import Fernet
+
+    return {
+        "POSTGRES_PASSWORD": "sample-password",
+        "DJANGO_SECRET_KEY": "sample-secret-key-" + "x" * 40,
+        "A2A_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+    }
+
+
+def resolved_environment(service: dict, samples: dict[str, str]) -> dict[str, str]:
+    """The service's environment as compose makes it when only the required variables are set:
+    `${X:-d}` is d, `${X:?m}` the sample, and a variable without a value is not passed."""
+
+    def substitute(found: re.Match[str]) -> str:
+        name, operator, argument = found.groups()
+        return samples[name] if operator == ":?" else argument
+
+    environment = {}
+    for key, value in service["environment"].items():
+        if value is None:
+            continue
+        environment[key] = INTERPOLATION.sub(substitute, str(value))
+        assert "$" not in environment[key], f"{key}: {value} is not interpolated as expected"
+    return environment
+
+
+_LOAD_SETTINGS = """
+import importlib, json, os, sys
+
+def load(environment):
+    os.environ.clear()
+    os.environ.update(environment)
+    sys.modules.pop("a2a_platform.settings", None)
+    module = importlib.import_module("a2a_platform.settings")
+    return {name: repr(value) for name, value in vars(module).items() if name.isupper()}
+
+print(json.dumps([load(environment) for environment in json.load(sys.stdin)]))
+"""
+
+
+def load_settings(environments: list[dict[str, str]]) -> list[dict[str, str]]:
+    """a2a_platform.settings as each environment (and nothing else) makes it, in a fresh
+    interpreter: {setting: repr(value)} per environment."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_SETTINGS],
+        input=json.dumps(environments),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"]},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_compose_passes_every_secret_the_settings_read_and_requires_the_production_ones():
+    secrets = set(re.findall(r'_secret\(\s*"(\w+)"', SETTINGS_SOURCE))
+    assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "A2A_ENCRYPTION_KEYS"} <= secrets
+    for name, service in platform_services().items():
+        environment = service["environment"]
+        assert secrets <= set(environment), f"{name} lacks {secrets - set(environment)}"
+        required = {
+            var
+            for value in environment.values()
+            for var, operator, _ in INTERPOLATION.findall(str(value or ""))
+            if operator == ":?"
+        }
+        assert required == PRODUCTION_REQUIRED, name
+    postgres = compose()["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    assert postgres.startswith("${POSTGRES_PASSWORD:?")
+    # The message says how to make a key the settings accept.
+    keys = platform_services()["web"]["environment"]["A2A_ENCRYPTION_KEYS"]
+    assert "Fernet.generate_key().decode()" in keys
+
+
+def test_compose_environment_of_every_service_loads_the_settings(tmp_path):
+    """Each service's environment, with only the required variables set, is one the settings
+    accept (no ImproperlyConfigured) and gives the production profile."""
+    samples = _required_samples()
+    services = platform_services()
+    environments = [
+        {"A2A_VAR_DIR": str(tmp_path), **resolved_environment(service, samples)}
+        for service in services.values()
+    ]
+    loaded_by_service = dict(zip(services, load_settings(environments), strict=True))
+    for name, loaded in loaded_by_service.items():
+        assert "'HOST': 'postgres'" in loaded["DATABASES"], name
+        assert "'PASSWORD': 'sample-password'" in loaded["DATABASES"], name
+        assert loaded["SECRET_KEY"] == repr(samples["DJANGO_SECRET_KEY"]), name
+        assert loaded["A2A_ENCRYPTION_KEYS"] == repr([samples["A2A_ENCRYPTION_KEYS"]]), name
+        assert loaded["CELERY_BROKER_URL"].startswith("'redis://redis:"), name
+        assert loaded["REDIS_URL"].startswith("'redis://redis:"), name
+        assert loaded["DEBUG"] == "False", name
+    assert loaded_by_service["grpc"]["A2A_GRPC_LISTEN"] == "'0.0.0.0:50051'"
+
+
+def test_compose_defaults_are_the_settings_defaults(tmp_path):
+    """An optional variable's default in compose (`${X:-default}`) changes nothing: the settings
+    are the same as with the variable unset. Compose's own trial defaults are the exception."""
+    samples = _required_samples()
+    service = platform_services()["web"]
+    environment = {"A2A_VAR_DIR": str(tmp_path), **resolved_environment(service, samples)}
+    optional = [
+        key
+        for key, value in service["environment"].items()
+        if re.fullmatch(r"\$\{(\w+):-[^}]*\}", str(value or "")) and key not in COMPOSE_OWN_DEFAULTS
+    ]
+    assert "A2A_METRICS_TOKEN" in optional
+    cases = [environment] + [{k: v for k, v in environment.items() if k != key} for key in optional]
+    with_defaults, *without = load_settings(cases)
+    for key, loaded in zip(optional, without, strict=True):
+        changed = {name for name in loaded if loaded[name] != with_defaults[name]}
+        assert not changed, f"compose's default for {key} changes {changed}"
+
+
+def test_every_long_running_service_has_a_healthcheck_the_code_answers():
+    from celery.utils.nodenames import host_format
+
+    from tasks_app.management.commands.healthcheck import WORKER_NODENAME, worker_nodename
+
+    services = compose()["services"]
+    # migrate is a one-shot job: the others wait for it to exit 0, there is nothing to ask.
+    assert "healthcheck" not in services["migrate"] and services["migrate"]["restart"] == "no"
+    parser = load_command_class("tasks_app", "healthcheck").create_parser(
+        "manage.py", "healthcheck"
+    )
+    checked = set()
+    for name, service in services.items():
+        if name == "migrate":
+            continue
+        test = service["healthcheck"]["test"]
+        assert test[0] in ("CMD", "CMD-SHELL"), name
+        if test[1:3] == ["python", "manage.py"]:
+            assert test[3] in get_commands(), f"{name}: no command {test[3]}"
+        if test[1:4] != ["python", "manage.py", "healthcheck"]:
+            continue
+        options = parser.parse_args(test[4:])  # a wrong argument raises CommandError
+        command = service["command"]
+        if options.process == "worker":
+            # The worker's node name is the one the healthcheck pings.
+            assert command[:4] == ["python", "manage.py", "celeryworker", options.queue], name
+            nodename = command[command.index("-n") + 1]
+            assert nodename == WORKER_NODENAME.format(queue=options.queue), name
+            assert host_format(nodename) == worker_nodename(options.queue)
+        else:
+            assert command[:4] == ["celery", "-A", "a2a_platform", "beat"], name
+        checked.add(name)
+    assert checked == {"worker", "push-worker", "maintenance-worker", "beat"}
+
+
+def _option(command: list[str], *names: str) -> str:
+    for name in names:
+        if name in command:
+            return command[command.index(name) + 1]
+    raise AssertionError(f"{command} has none of {names}")
+
+
+def test_beat_runs_the_recording_scheduler_with_its_schedule_on_a_volume():
+    from celery.beat import PersistentScheduler
+    from kombu.utils.imports import symbol_by_name
+
+    from a2a_platform.beat import Scheduler
+
+    beat = compose()["services"]["beat"]
+    scheduler = symbol_by_name(_option(beat["command"], "--scheduler", "-S"))
+    assert scheduler is Scheduler and issubclass(scheduler, PersistentScheduler)
+    # The schedule file is in the image's var dir (owned by its user), on a volume of its own.
+    var_dir = re.search(r"A2A_VAR_DIR=(\S+)", (ROOT / "Dockerfile").read_text()).group(1)
+    assert Path(_option(beat["command"], "--schedule", "-s")).parent == Path(var_dir)
+    assert any(v.split(":")[1] == var_dir for v in beat["volumes"])
+    assert beat["volumes"][0].split(":")[0] in compose()["volumes"]
+    run_sh = (ROOT / "scripts" / "run.sh").read_text()
+    beat_line = next(line for line in run_sh.splitlines() if " beat " in line)
+    assert "--scheduler a2a_platform.beat:Scheduler" in beat_line
+
+
+def _documented_commands() -> list[tuple[str, dict[str, str | None], list[str]]]:
+    """The `docker compose run` commands the compose file's opening comment gives, as
+    (service, the -e variables, manage.py's arguments)."""
+    commands = []
+    for line in compose_text().splitlines():
+        if not line.startswith("#") or "docker compose run" not in line:
+            continue
+        words = shlex.split(line.lstrip("# "))
+        words = words[words.index("run") + 1 :]
+        environment: dict[str, str | None] = {}
+        while words[0].startswith("-"):
+            option = words.pop(0)
+            if option == "-e":
+                key, _, value = words.pop(0).partition("=")
+                environment[key] = value or None  # without a value: taken from the shell
+        service, program, script, *arguments = words
+        assert [program, script] == ["python", "manage.py"], line
+        commands.append((service, environment, arguments))
+    return commands
+
+
+def compose_text() -> str:
+    return (ROOT / "docker-compose.yml").read_text()
+
+
+@pytest.mark.django_db
+def test_the_first_start_commands_in_compose_work(monkeypatch):
+    """The first login and the first tenant, as the compose file documents them, run here
+    against the database: the commands exist, take those arguments and do their work."""
+    from django.contrib.auth import get_user_model
+
+    from agents.models import Agent, ApiKey, Tenant
+
+    commands = _documented_commands()
+    names = [arguments[0] for _, _, arguments in commands]
+    assert names.count("createsuperuser") == 2
+    assert {"create_tenant", "create_agent", "create_api_key"} <= set(names)
+    for service, environment, arguments in commands:
+        assert service in platform_services()
+        assert arguments[0] in get_commands(), arguments
+        if arguments == ["createsuperuser"]:  # the interactive one needs a terminal
+            load_command_class(get_commands()["createsuperuser"], "createsuperuser").create_parser(
+                "manage.py", "createsuperuser"
+            ).parse_args([])
+            continue
+        for key, value in environment.items():
+            monkeypatch.setenv(key, value if value is not None else "a first password, long")
+        out = io.StringIO()
+        call_command(*arguments, stdout=out)
+        if arguments[0] == "create_api_key":
+            assert out.getvalue().startswith("api key: ")
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_superuser and admin.is_staff and admin.email == "admin@example.com"
+    assert admin.check_password("a first password, long")
+    tenant = Tenant.objects.get(slug="acme")
+    assert Agent.objects.filter(tenant=tenant, slug="helper").exists()
+    assert ApiKey.objects.filter(tenant=tenant, name="ci-bot").exists()
+
+
+# --- the image ------------------------------------------------------------------------------
+
+
+def dockerfile() -> str:
+    return (ROOT / "Dockerfile").read_text()
+
+
+def test_dockerfile_copies_what_the_settings_need():
+    copied = set(re.findall(r"^COPY (\S+) ", dockerfile(), re.M))
+    urlconf_package = settings.ROOT_URLCONF.split(".")[0]
+    template_dirs = [Path(d) for t in settings.TEMPLATES for d in t["DIRS"]]
+    needed = {urlconf_package, "manage.py", *(p.relative_to(ROOT).parts[0] for p in template_dirs)}
+    if (ROOT / "templates").is_dir():
+        needed.add("templates")
+    assert needed <= copied, needed - copied
+
+
+def test_dockerfile_installs_the_pinned_dependencies_before_the_code():
+    text = dockerfile()
+    pinned = re.search(r"pip install -r \S+ -c constraints\.txt", text)
+    assert pinned, "the dependencies are not installed with the pins"
+    assert text.index("COPY pyproject.toml constraints.txt") < pinned.start()
+    # Code changes do not rebuild the dependency layer: the code comes after it.
+    assert pinned.start() < text.index("COPY a2a_platform ")
+    assert re.search(r"pip install --no-deps \.", text[pinned.end() :])
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Roughly Docker's rule: a pattern matches the path or a folder it is in, from the build
+    context's root (`**/x`: x anywhere); the last pattern that matches decides."""
+    parts = Path(path).parts
+    folders = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        if pattern.startswith("**/"):
+            matched = any(fnmatch.fnmatch(part, pattern[3:]) for part in parts)
+        else:
+            matched = any(fnmatch.fnmatch(folder, pattern) for folder in folders)
+        if matched:
+            ignored = not negate
+    return ignored
+
+
+def test_dockerignore_keeps_secrets_and_local_state_out_and_the_code_in():
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for path in (
+        "var/secret_key",  # the embedded profile's key
+        ".env",  # compose's secrets
+        ".venv/bin/python",
+        ".git/config",
+        "test-artifacts/screenshots/a.png",
+        "tests/conftest.py",
+        "console/__pycache__/models.cpython-311.pyc",
+        "a2a_platform.egg-info/PKG-INFO",
+    ):
+        assert _ignored(path, patterns), f"{path} would go into the image"
+    for source in re.findall(r"^COPY (.+) \S+$", dockerfile(), re.M):
+        for path in source.split():
+            assert not _ignored(path, patterns), f"the Dockerfile copies {path}, which is ignored"
+
+
+# --- the pins -----------------------------------------------------------------------------------
+
+
+def constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            requirement = Requirement(line)
+            (specifier,) = requirement.specifier
+            assert specifier.operator == "==", line
+            pins[canonicalize_name(requirement.name)] = specifier.version
+    return pins
+
+
+def _runtime_closure() -> dict[str, set[str]]:
+    """Every distribution pyproject.toml's dependencies need here, with the extras asked of it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in project["dependencies"]]
+    needed: dict[str, set[str]] = {}
+    while wanted:
+        requirement = wanted.pop()
+        name = canonicalize_name(requirement.name)
+        seen = name in needed
+        extras = needed.setdefault(name, set())
+        new = set(requirement.extras) - extras
+        if seen and not new:
+            continue
+        extras |= new
+        for raw in importlib.metadata.distribution(name).requires or []:
+            dependency = Requirement(raw)
+            if dependency.marker is None or any(
+                dependency.marker.evaluate({"extra": extra}) for extra in extras | {""}
+            ):
+                wanted.append(dependency)
+    return needed
+
+
+def test_constraints_pin_every_runtime_dependency_at_the_installed_version():
+    pins = constraints()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for raw in project["dependencies"]:
+        requirement = Requirement(raw)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"constraints.txt does not pin {name} (make lock)"
+        assert requirement.specifier.contains(pins[name]), f"{name}=={pins[name]} vs {raw}"
+    for name in _runtime_closure():
+        assert name in pins, f"constraints.txt does not pin {name}, which the platform needs"
+        installed = importlib.metadata.version(name)
+        assert installed == pins[name], (
+            f"{name} {installed} is installed, constraints.txt pins {pins[name]}: make setup"
+        )
+
+
+def test_make_setup_installs_the_pins_and_make_lock_writes_them():
+    makefile = (ROOT / "Makefile").read_text()
+    stamp_rule = re.search(r"^\$\(STAMP\): (.*)$", makefile, re.M)
+    assert stamp_rule and "constraints.txt" in stamp_rule.group(1).split()
+    assert re.search(r"pip install .*-c constraints\.txt -e '\.\[dev,bench\]'", makefile)
+    assert re.search(r"^lock:", makefile, re.M) and "scripts/lock.py" in makefile
+
+
+# --- beat's liveness record and `manage.py healthcheck` -----------------------------------------
+
+
+@pytest.fixture
+def db_env(transactional_db: Any, tmp_path: Path) -> dict[str, str]:
+    """An environment for a subprocess on the test database (committed rows only), with beat's
+    filesystem broker in tmp_path, so no periodic task reaches another test's workers."""
+    db = connection.settings_dict
+    require(db["ENGINE"].endswith("postgresql"), "these tests need PostgreSQL (run `make test`)")
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url(db["HOST"], db["PORT"]),
+        "CELERY_BROKER_URL": "filesystem://",
+        "A2A_VAR_DIR": str(tmp_path / "var"),
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+def database_url(host: str, port: str | int) -> str:
+    db = connection.settings_dict
+    password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
+    return f"postgres://{quote(db['USER'], safe='')}{password}@{host}:{port}/{db['NAME']}"
+
+
+def manage(
+    *arguments: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *arguments],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _one_line(done: subprocess.CompletedProcess) -> str:
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_beat_scheduler_records_its_ticks_and_healthcheck_beat_reads_them(db_env, tmp_path):
+    from celery import Celery
+
+    from a2a_platform.beat import (
+        HEARTBEAT_SECONDS,
+        Scheduler,
+        beat_last_tick,
+        beat_stale_after_seconds,
+    )
+    from console.models import BeatHeartbeat
+
+    # given no beat has ever ticked
+    assert beat_last_tick() is None
+    done = manage("healthcheck", "beat", env=db_env)
+    assert done.returncode == 1 and "no tick recorded" in _one_line(done)
+
+    # when the scheduler ticks (an app of its own with no entries: nothing is sent anywhere)
+    app = Celery("beat-test", broker="memory://", set_as_current=False)
+    app.conf.beat_schedule = {}
+    scheduler = Scheduler(app=app, schedule_filename=str(tmp_path / "schedule"))
+    before = timezone.now()
+    try:
+        scheduler.tick()
+        scheduler.tick()  # within HEARTBEAT_SECONDS: not written again
+        first = wait_until(beat_last_tick, "the scheduler recorded no tick")
+        time.sleep(1)
+        again = beat_last_tick()
+    finally:
+        scheduler.close()
+
+    # then the tick is recorded once, and the healthcheck sees a live beat
+    assert before <= first <= timezone.now()
+    assert again == first and HEARTBEAT_SECONDS > 1
+    done = manage("healthcheck", "beat", env=db_env)
+    assert done.returncode == 0, done.stderr
+    assert _one_line(done).startswith("beat: ticked ")
+
+    # a tick older than the limit is a dead beat
+    stale = timezone.now() - timedelta(seconds=beat_stale_after_seconds() + 2)
+    BeatHeartbeat.objects.update(ticked_at=stale)
+    done = manage("healthcheck", "beat", env=db_env)
+    assert done.returncode == 1 and "over the" in _one_line(done)
+
+
+def test_beat_stale_after_follows_the_schedule(settings):
+    from a2a_platform.beat import HEARTBEAT_SECONDS, STALE_AFTER_GAPS, beat_stale_after_seconds
+
+    longest = max(e["schedule"] for e in settings.CELERY_BEAT_SCHEDULE.values())
+    assert beat_stale_after_seconds() == STALE_AFTER_GAPS * max(longest, HEARTBEAT_SECONDS)
+    settings.CELERY_BEAT_SCHEDULE = {
+        "often": {"task": "t", "schedule": 1.0},
+        "hourly": {"task": "t", "schedule": timedelta(hours=1)},
+    }
+    # beat wakes at least every beat_max_loop_interval (300 s) whatever its entries say
+    assert beat_stale_after_seconds() == STALE_AFTER_GAPS * 300
+    settings.CELERY_BEAT_SCHEDULE = {"often": {"task": "t", "schedule": 1.0}}
+    assert beat_stale_after_seconds() == STALE_AFTER_GAPS * HEARTBEAT_SECONDS
+
+
+def start_beat(env: dict[str, str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """celery beat as compose starts it (its command, the schedule file in tmp_path)."""
+    command = list(compose()["services"]["beat"]["command"])
+    command[0] = str(VENV_BIN / "celery")
+    command[command.index("--schedule") + 1] = str(tmp_path / "celerybeat-schedule")
+    log = tmp_path / "beat.log"
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
+    return proc, log
+
+
+def wait_until(predicate: Any, what: str, log: Path | None = None, timeout: float = 30) -> Any:
+    """predicate()'s first true value; `what` (and the log's end) if none comes in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} within {timeout} s:\n{log.read_text()[-4000:] if log else ''}")
+
+
+def test_beat_started_as_compose_starts_it_is_healthy(db_env, tmp_path):
+    from a2a_platform.beat import beat_last_tick
+
+    beat, log = start_beat(db_env, tmp_path)
+    try:
+        wait_until(beat_last_tick, "beat recorded no tick", log)
+        done = manage("healthcheck", "beat", env=db_env)
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        stop_process(beat)
+    assert "a2a_platform.beat.Scheduler" in log.read_text()
+
+
+class TcpForwarder:
+    """A TCP forwarder to the database on a fixed local port, as the processes that use the
+    database see it: it can stop (connections refused and cut: the database is down), pause
+    (bytes held: the network hangs) and come back."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = _free_port()
+        self._sockets: list[socket.socket] = []
+        self._running = threading.Event()
+        self._flowing = threading.Event()
+        self._flowing.set()
+
+    def start(self) -> None:
+        listener = socket.create_server(("127.0.0.1", self.port))
+        listener.settimeout(0.1)
+        self._running.set()
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def stop(self) -> None:
+        self._running.clear()
+        time.sleep(0.3)  # the accept loop closes the listener
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self._sockets.clear()
+
+    def pause(self) -> None:
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    def _accept(self, listener: socket.socket) -> None:
+        with listener:
+            while self._running.is_set():
+                try:
+                    client, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                client.settimeout(None)
+                upstream = socket.create_connection(self.target)
+                self._sockets += [client, upstream]
+                for a, b in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                self._flowing.wait()
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
+def test_beat_goes_on_while_the_database_is_away(db_env, tmp_path):
+    """Beat goes on sending the periodic tasks while its record cannot be written: while the
+    write hangs on a database that does not answer, and when the database is down (it logs
+    that it could not record its tick); once the database is back, it records again."""
+    from a2a_platform.beat import HEARTBEAT_SECONDS, beat_last_tick
+
+    db = connection.settings_dict
+    forwarder = TcpForwarder((db["HOST"], int(db["PORT"])))
+    forwarder.start()
+    env = {
+        **db_env,
+        "DATABASE_URL": database_url("127.0.0.1", forwarder.port),
+        "A2A_REAPER_INTERVAL_SECONDS": "0.5",  # beat sends a task twice a second
+    }
+    queue = Path(env["A2A_VAR_DIR"]) / "broker" / "queue"
+
+    def sent() -> int:
+        return len(list(queue.iterdir()))
+
+    beat, log = start_beat(env, tmp_path)
+    try:
+        first = wait_until(beat_last_tick, "beat recorded no tick", log)
+
+        # The database does not answer: the next write hangs, and beat sends on.
+        forwarder.pause()
+        count = sent()
+        for _ in range(int(HEARTBEAT_SECONDS)):
+            time.sleep(2)
+            assert sent() > count, f"beat stopped sending tasks:\n{log.read_text()[-4000:]}"
+            count = sent()
+        forwarder.resume()
+        second = wait_until(
+            lambda: (tick := beat_last_tick()) and tick > first and tick,
+            "beat did not record its ticks once the database answered again",
+            log,
+        )
+
+        # The database is down: the write fails, beat says so and goes on.
+        forwarder.stop()
+        wait_until(
+            lambda: "could not record its tick" in log.read_text(),
+            "beat logged no failed write",
+            log,
+        )
+        count = sent()
+        wait_until(lambda: sent() > count, "beat stopped sending tasks", log, timeout=5)
+        assert beat.poll() is None, log.read_text()[-4000:]
+        forwarder.start()
+        wait_until(
+            lambda: (tick := beat_last_tick()) and tick > second,
+            "beat did not record its ticks again once the database was back",
+            log,
+            timeout=60,
+        )
+        assert beat.poll() is None
+    finally:
+        stop_process(beat)
+        forwarder.stop()
+
+
+@pytest.mark.e2e
+def test_healthcheck_worker_pings_this_hosts_worker_of_the_queue(live_platform):
+    # The fixture's push and maintenance workers are push@%h and maintenance@%h, as compose
+    # names them; an agents worker named as compose names it joins them.
+    agents = live_platform.start_worker("agents", "agents")
+    try:
+        for queue in ("agents", "push", "maintenance"):
+            done = manage("healthcheck", "worker", queue, env=live_platform.env)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert _one_line(done) == f"worker {queue}@{socket.gethostname()}: pong"
+    finally:
+        stop_process(agents)
+
+
+@pytest.mark.e2e
+def test_healthcheck_worker_without_a_worker_or_a_broker_fails_in_bounded_time(live_platform):
+    broker = live_platform.env.get("CELERY_BROKER_URL", "")
+    require(broker.startswith("redis://"), "this test needs the Redis broker (run `make test`)")
+    closed = f"redis://127.0.0.1:{_free_port()}/0"
+    for url, says in (
+        (broker.rsplit("/", 1)[0] + "/7", "no answer within 1 s"),  # a broker no worker reads
+        (closed, "broker unreachable"),
+    ):
+        env = {**live_platform.env, "CELERY_BROKER_URL": url}
+        started = time.monotonic()
+        done = manage("healthcheck", "worker", "agents", "--timeout", "1", env=env, timeout=30)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert says in _one_line(done)
+        assert time.monotonic() - started < 15
