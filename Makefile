@@ -3,18 +3,28 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint clean bench
+.PHONY: run test setup lint clean bench lock
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The versions constraints.txt pins (`make lock`), so that every machine and the image run the
+# same ones; a change to either file installs again.
+$(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
 	touch $(STAMP)
 
+# `make lock`: constraints.txt again from pyproject.toml, each package at the newest version its
+# range allows (scripts/lock.py; Python 3.11, the image's). Then `make setup` installs them.
+lock:
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python scripts/lock.py
+
+# In a terminal, run.sh runs as a job of its own (bash -m), so Ctrl-C reaches it and not make:
+# it stops everything and exits 0, and make with it, without make's "Interrupt".
 run: setup
-	./scripts/run.sh
+	@if [ -t 0 ]; then bash -mc ./scripts/run.sh; else ./scripts/run.sh; fi
 
 test: setup
 	./scripts/test.sh

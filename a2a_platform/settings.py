@@ -105,6 +105,13 @@ ALLOWED_HOSTS = [_public.hostname] + env.list(
 CSRF_TRUSTED_ORIGINS = env.list(
     "DJANGO_CSRF_TRUSTED_ORIGINS", default=[f"{_public.scheme}://{_public.netloc}"]
 )
+# Behind a proxy that terminates TLS: with A2A_TRUST_X_FORWARDED_PROTO, a request the proxy
+# marks `X-Forwarded-Proto: https` counts as secure (absolute URLs, such as the console's
+# invitation links, are https). Set it only when the proxy always sets or strips that header:
+# otherwise a client could claim https. Served on https, the console's cookies are Secure.
+if env.bool("A2A_TRUST_X_FORWARDED_PROTO", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _public.scheme == "https"
 
 INSTALLED_APPS = [
     "daphne",
@@ -515,10 +522,41 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- Logs (docs/configuration.md, "Logs") ---
+# LOG_LEVEL governs every process: daphne, the gRPC sidecar, the Celery workers and beat (Celery
+# leaves logging to this configuration: a2a_platform/celery.py). Below DEBUG, what repeats every
+# few seconds is left out: beat's "Sending due task" lines, a worker's "Task ... received" (the
+# job's outcome line follows), the outcome of the jobs beat sends (their failures are kept) and
+# kombu's complaint that `filesystem://` names no host (a2a_platform/logs.py). `make run` leads
+# each line with the name of the process that wrote it.
+_log_level = env.str("LOG_LEVEL", default="INFO")
+LOG_LEVEL = _log_level.strip().upper()
+if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+    raise ImproperlyConfigured(
+        f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {_log_level!r}."
+    )
+# daphne's access log: one line per request on standard output (manage.py runweb). `make run`
+# turns it off unless LOG_LEVEL=DEBUG; Django logs a request that fails either way.
+A2A_ACCESS_LOG = env.bool("A2A_ACCESS_LOG", default=True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {
+        "housekeeping": {
+            "()": "a2a_platform.logs.Housekeeping",
+            "periodic_tasks": sorted({entry["task"] for entry in CELERY_BEAT_SCHEDULE.values()}),
+        }
+    },
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": [] if LOG_LEVEL == "DEBUG" else ["housekeeping"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {}
+    if LOG_LEVEL == "DEBUG"
+    else {"celery.beat": {"level": "WARNING"}, "celery.worker.strategy": {"level": "WARNING"}},
 }

@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
 # `make run`: the whole platform on the embedded profile: daphne, Celery workers (agents, push,
-# maintenance) and beat, and the gRPC sidecar.
+# maintenance) and beat, and the gRPC sidecar. Each line a process writes is led by its name;
+# where the platform is and how to log in is printed last, once every process answers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export A2A_VAR_DIR="${A2A_VAR_DIR:-$PWD/var}"
 mkdir -p "$A2A_VAR_DIR"
 PY=.venv/bin/python
-# Without DJANGO_SECRET_KEY, the var dir's key (made once; recorded in run.env below).
-if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ -z "${DJANGO_SECRET_KEY_FILE:-}" ]; then
-  key_file="$($PY -m a2a_platform.secret_key "$A2A_VAR_DIR")"  # its own line: set -e sees a failure
-  export DJANGO_SECRET_KEY_FILE="$key_file"
-fi
 PORT="${PORT:-8000}"
 GRPC_PORT="${GRPC_PORT:-50051}"
-export A2A_PUBLIC_BASE_URL="${A2A_PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
+for name in PORT GRPC_PORT; do
+  [[ "${!name}" =~ ^[0-9]{1,5}$ ]] && [ "$((10#${!name}))" -ge 1 ] \
+    && [ "$((10#${!name}))" -le 65535 ] || {
+    echo "make run: $name must be a port number (1-65535), not '${!name}'" >&2
+    exit 1
+  }
+done
 # The sidecar's listening address, and the one the agent cards advertise (both settings are
 # host:port, no scheme). Calls that name no agent go to the public conformance agent.
 export A2A_GRPC_LISTEN="${A2A_GRPC_LISTEN:-127.0.0.1:$GRPC_PORT}"
 export A2A_GRPC_PUBLIC_ADDRESS="${A2A_GRPC_PUBLIC_ADDRESS:-127.0.0.1:$GRPC_PORT}"
 export A2A_GRPC_DEFAULT_AGENT="${A2A_GRPC_DEFAULT_AGENT-demo/conformance}"
+# A port another program holds is said before anything starts or any secret is printed.
+$PY -m a2a_platform.startup free "127.0.0.1:$PORT" "PORT=$((10#$PORT + 1)) make run" \
+  "$A2A_GRPC_LISTEN" "GRPC_PORT=$((10#$GRPC_PORT + 1)) make run"
+# Without DJANGO_SECRET_KEY, the var dir's key (made once; recorded in run.env below).
+if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ -z "${DJANGO_SECRET_KEY_FILE:-}" ]; then
+  key_file="$($PY -m a2a_platform.secret_key "$A2A_VAR_DIR")"  # its own line: set -e sees a failure
+  export DJANGO_SECRET_KEY_FILE="$key_file"
+fi
+export A2A_PUBLIC_BASE_URL="${A2A_PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
 # What this start derived, for manage.py commands run by hand with the same var dir (the
 # settings read it; variables set in the environment win).
 {
@@ -31,14 +42,25 @@ export A2A_PUSH_ALLOWED_NETWORKS="${A2A_PUSH_ALLOWED_NETWORKS-127.0.0.0/8,::1/12
 export A2A_METRICS_OPEN="${A2A_METRICS_OPEN-true}"  # a development machine: /metrics without a token
 
 $PY manage.py migrate --noinput >/dev/null
-$PY manage.py seed_demo
-echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_GRPC_DEFAULT_AGENT:-none}): $A2A_GRPC_PUBLIC_ADDRESS"
-echo "console: $A2A_PUBLIC_BASE_URL/console/  admin: $A2A_PUBLIC_BASE_URL/admin/ (logins above)"
+# The demo's new key and passwords (a wrong DJANGO_SECRET_KEY stops here, in one line); they
+# are printed with the rest once everything answers.
+demo="$($PY manage.py seed_demo)"
 
 # Ctrl-C or SIGTERM stops everything within seconds and exits 0: the agents worker hands runs
 # still in flight back to the queue after A2A_WORKER_GRACE_SECONDS (5 here), and whatever has
-# not stopped A2A_STOP_SECONDS (10) after the signal is killed, with its children.
+# not stopped A2A_STOP_SECONDS (10) after the signal is killed, with its children. Each process
+# runs in a process group of its own, so a Ctrl-C reaches this script alone, and each process
+# is told to stop once, by stop().
 export A2A_WORKER_GRACE_SECONDS="${A2A_WORKER_GRACE_SECONDS-5}"
+# Quiet unless LOG_LEVEL=DEBUG (docs/configuration.md, "Logs"): beat's banner, as the workers',
+# and daphne's access log (a line per request, the start's own included).
+log_level="${LOG_LEVEL:-INFO}"
+if [ "${log_level^^}" != DEBUG ]; then
+  export CELERY_QUIET=true A2A_ACCESS_LOG="${A2A_ACCESS_LOG-false}"
+fi
+# Beat, too, answers Celery's ping, so that the start can wait for it (its option
+# --enable-remote-control, given by the environment).
+export CELERY_BEAT_REMOTE_CONTROL=true
 pids=()
 stop() {
   trap - EXIT INT TERM
@@ -46,21 +68,70 @@ stop() {
   local deadline=$((SECONDS + ${A2A_STOP_SECONDS:-10}))
   while [ "$SECONDS" -lt "$deadline" ] && kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.2; done
   for pid in "${pids[@]}"; do
-    pkill -KILL -P "$pid" 2>/dev/null || true
-    kill -KILL "$pid" 2>/dev/null || true
+    ! kill -0 "$pid" 2>/dev/null || kill -KILL -- "-$pid" 2>/dev/null || true  # its group
   done
   wait 2>/dev/null || true
 }
 trap 'stop; exit 0' INT TERM
 trap stop EXIT
+# What a process writes, each line led by its name. A Ctrl-C is not for this: it ends when the
+# process has, after its last lines.
+tag() {
+  trap '' INT
+  local lead line
+  lead="$(printf '%-11s | ' "$1")"
+  while IFS= read -r line || [ -n "$line" ]; do printf '%s%s\n' "$lead" "$line"; done
+}
+exec 3>&1 4>&2
+tagged() { exec 1>&3 2>&4; exec > >(tag "$1") 2>&1; }  # what starts next writes to tag NAME
+names=(web grpc agents push maintenance beat)
+set -m
+tagged web
 $PY manage.py runweb --port "$PORT" & pids+=($!)
+tagged grpc
 $PY manage.py rungrpc & pids+=($!)
 # One worker per queue: agent runs (many at once on one event loop), push deliveries, and
 # maintenance (the reaper and the push dispatcher).
-$PY manage.py celeryworker agents --loglevel=INFO -n agents@%h & pids+=($!)
-$PY manage.py celeryworker push --loglevel=INFO -n push@%h & pids+=($!)
-$PY manage.py celeryworker maintenance --loglevel=INFO -n maintenance@%h & pids+=($!)
-.venv/bin/celery -A a2a_platform beat --loglevel=INFO \
+tagged agents
+$PY manage.py celeryworker agents -n agents@%h & pids+=($!)
+tagged push
+$PY manage.py celeryworker push -n push@%h & pids+=($!)
+tagged maintenance
+$PY manage.py celeryworker maintenance -n maintenance@%h & pids+=($!)
+tagged beat
+.venv/bin/celery -A a2a_platform beat --scheduler a2a_platform.beat:Scheduler \
   --schedule "$A2A_VAR_DIR/celerybeat-schedule" & pids+=($!)
+exec 1>&3 2>&4
+# Until every process answers (bounded by A2A_START_SECONDS), nothing is said but what they say.
+$PY -m a2a_platform.startup ready --seconds "${A2A_START_SECONDS:-60}" \
+  --web "http://127.0.0.1:$PORT" --grpc "$A2A_GRPC_LISTEN" \
+  --celery agents=agents@%h push=push@%h maintenance=maintenance@%h beat=celerybeat@%h & ready=$!
+pids+=("$ready")
+set +m
+
+# The first process to end: which one (the one `wait -n` reaped is gone).
+ended() {
+  local i
+  for i in "${!names[@]}"; do
+    kill -0 "${pids[$i]}" 2>/dev/null || { echo "${names[$i]}"; return; }
+  done
+  echo "a process"
+}
+status=0
+wait -n || status=$?
+if kill -0 "$ready" 2>/dev/null; then
+  echo "make run: $(ended) exited (status $status) before everything answered; stopping." >&2
+  exit 1
+fi
+[ "$status" = 0 ] || { echo "make run: stopping." >&2; exit 1; }  # the check said what is missing
+line="================================================================================"
+printf '\n== The A2A platform is up (Ctrl-C stops it) %s\n' "${line:44}"
+printf '%s\n' "$demo"
+echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_GRPC_DEFAULT_AGENT:-none}): $A2A_GRPC_PUBLIC_ADDRESS"
+echo "console: $A2A_PUBLIC_BASE_URL/console/  admin: $A2A_PUBLIC_BASE_URL/admin/ (logins above)"
+printf '%s\n\n' "$line"
 # Stop everything as soon as any one process exits.
-wait -n
+status=0
+wait -n || status=$?
+echo "make run: $(ended) exited (status $status); stopping the others." >&2
+exit 1

@@ -1,5 +1,6 @@
 """Encryption at rest: Fernet with rotatable keys from settings, or a key derived from
-SECRET_KEY, and a bad key stops start-up naming A2A_ENCRYPTION_KEYS."""
+SECRET_KEY, and a bad key stops start-up naming A2A_ENCRYPTION_KEYS; keys that do not read the
+secrets already stored are found at start (encryption_keys_check)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.crypto import DecryptionFailed, decrypt, derived_key, encrypt, reencrypt
+from agents.crypto import (
+    DecryptionFailed,
+    decrypt,
+    derived_key,
+    encrypt,
+    encryption_keys_check,
+    reencrypt,
+)
+from agents.services import signing_key_active, signing_key_rotate, tenant_create
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
@@ -59,6 +68,45 @@ def test_a_bad_key_in_settings_raises_improperly_configured(settings):
     settings.A2A_ENCRYPTION_KEYS = [NEW, "not-a-fernet-key"]
     with pytest.raises(ImproperlyConfigured, match="A2A_ENCRYPTION_KEYS"):
         encrypt("secret")
+
+
+@pytest.mark.django_db
+def test_the_keys_check_passes_the_keys_that_stored_the_secrets_and_names_others(settings):
+    # given a signing key stored under the key derived from the suite's secret key
+    settings.A2A_ENCRYPTION_KEYS = []
+    stored_under = settings.SECRET_KEY
+    signing_key_active(tenant=tenant_create(slug="keys"))
+    encryption_keys_check()
+    # when the platform starts with another secret key, or a new key alone
+    settings.SECRET_KEY = "another-secret"
+    with pytest.raises(ImproperlyConfigured, match="derived from DJANGO_SECRET_KEY") as derived:
+        encryption_keys_check()
+    settings.A2A_ENCRYPTION_KEYS = [NEW]
+    with pytest.raises(ImproperlyConfigured, match="No key of A2A_ENCRYPTION_KEYS") as listed:
+        encryption_keys_check()
+    # then it is stopped in one line naming the table; listing the old key after the new passes
+    assert "agents.SigningKey" in str(derived.value) and "\n" not in str(derived.value)
+    assert "agents.SigningKey" in str(listed.value) and "\n" not in str(listed.value)
+    settings.A2A_ENCRYPTION_KEYS = [NEW, derived_key(stored_under)]
+    encryption_keys_check()
+
+
+@pytest.mark.django_db
+def test_the_keys_check_reads_the_oldest_secrets_too(settings):
+    # given the oldest signing key under OLD, and newer ones under NEW after a rotation (the
+    # suite's own key stays listed for what other tests may have stored)
+    suite = derived_key(settings.SECRET_KEY)
+    settings.A2A_ENCRYPTION_KEYS = [OLD]
+    tenant = tenant_create(slug="rotated")
+    oldest = signing_key_active(tenant=tenant)
+    settings.A2A_ENCRYPTION_KEYS = [NEW, OLD, suite]
+    for _ in range(5):
+        signing_key_rotate(tenant=tenant)
+    # when OLD is dropped before its secrets were re-encrypted
+    settings.A2A_ENCRYPTION_KEYS = [NEW, suite]
+    # then the check finds the oldest row, although the newest ones read well
+    with pytest.raises(ImproperlyConfigured, match=f"agents.SigningKey {oldest.pk},"):
+        encryption_keys_check()
 
 
 def _start(**env: str) -> subprocess.CompletedProcess[str]:

@@ -1,16 +1,23 @@
 """The embedded profile as `make run` starts it (scripts/run.sh: SQLite in WAL mode, the
 filesystem broker, no Redis; daphne, a worker, beat and the gRPC sidecar) under concurrent load:
 every task completes, blocking, streaming and canceled alike; the sidecar answers on the address
-run.sh prints, and SIGTERM stops every process."""
+run.sh prints, and SIGTERM stops every process. What it prints: a taken port said before
+anything starts, the summary last and only once everything answers, every line led by its
+process's name, and no housekeeping at the default log level."""
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
+import pty
 import re
 import signal
+import socket
 import subprocess
+import termios
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -34,6 +41,9 @@ class Embedded:
     key: str
     grpc_address: str  # as run.sh prints it
     log: Path
+    up_at: float  # time.monotonic() when the summary was seen
+    # what answered at once when the summary appeared: /readyz's status, the sidecar's health
+    answered: tuple[int, int]
 
 
 def _printed(
@@ -50,14 +60,15 @@ def _printed(
     raise RuntimeError(f"run.sh did not print {pattern!r}:\n{log.read_text()[-4000:]}")
 
 
-def _group_members(pgid: int) -> list[str]:
-    """Live (not zombie) processes of a process group: '<pid> <command>'."""
+def _session_members(sid: int) -> list[str]:
+    """Live (not zombie) processes of a session: '<pid> <command>'. run.sh starts each
+    process in a process group of its own, all in run.sh's session."""
     members = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
             fields = text.rpartition(")")[2].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
+            if int(fields[3]) == sid and fields[0] != "Z":
                 cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
                 members.append(f"{stat.parent.name} {cmdline.decode(errors='replace')[:100]}")
         except (OSError, ValueError, IndexError):
@@ -86,12 +97,14 @@ def _as_a_user_has_it() -> dict[str, str]:
     return env
 
 
-def _run_sh(var: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _run_sh(
+    var: Path, port: int, log: Path, grpc_port: int | None = None, **env: str
+) -> subprocess.Popen[bytes]:
     """`make run`'s script on `port` with var dir `var`, as a user starts it: what it derives
-    itself (the key, the public URL and gRPC addresses) is left to it. In its own process
-    group, so that a test can tell whether a signal stopped everything."""
-    env = _as_a_user_has_it()
-    env.update(A2A_VAR_DIR=str(var), PORT=str(port), GRPC_PORT=str(_free_port()))
+    itself (the key, the public URL and gRPC addresses) is left to it. In a session of its
+    own, so that a test can tell whether a signal stopped everything."""
+    env = {**_as_a_user_has_it(), **env}
+    env.update(A2A_VAR_DIR=str(var), PORT=str(port), GRPC_PORT=str(grpc_port or _free_port()))
     var.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         ["bash", "scripts/run.sh"],
@@ -103,36 +116,138 @@ def _run_sh(var: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+SUMMARY = r"^== The A2A platform is up \(Ctrl-C stops it\) =+$"
+RULE = "=" * 80
+PROCESSES = ("web", "grpc", "agents", "push", "maintenance", "beat")
+TAGGED = re.compile(rf"^({'|'.join(PROCESSES)}) +\| ")
+
+
 def _started(run: subprocess.Popen[bytes], port: int, log: Path) -> str:
-    """Once run.sh serves on every port: the demo API key it printed."""
-    key = _printed(log, r"^API key \(demo\): (\S+)$", run)
-    _printed(log, r"^gRPC sidecar (listening) on ", run)
+    """Once run.sh has printed its summary (it waits for every process to answer, up to
+    A2A_START_SECONDS): the demo API key in it."""
+    _printed(log, f"({SUMMARY})", run, timeout=150)
     _wait_for_port(port, run, log)  # type: ignore[arg-type]
-    return key
+    return _printed(log, r"^API key \(demo\): (\S+)$", run)
+
+
+def _grpc_health(address: str) -> int:
+    with grpc.insecure_channel(address) as channel:
+        request = health_pb2.HealthCheckRequest(service="")
+        return health_pb2_grpc.HealthStub(channel).Check(request, timeout=10).status
+
+
+def _kill_session(sid: int) -> None:
+    for member in _session_members(sid):
+        try:
+            os.kill(int(member.split()[0]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _gone(sid: int, seconds: float) -> list[str]:
+    """The session's processes still alive after up to `seconds` (output still flowing through
+    run.sh's line tagging may take a moment to end)."""
+    deadline = time.monotonic() + seconds
+    while (left := _session_members(sid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
     var = tmp_path_factory.mktemp("embedded")
-    port, log = _free_port(), var / "run.log"
-    run = _run_sh(var, port, log)
+    port, grpc_port, log = _free_port(), _free_port(), var / "run.log"
+    run = _run_sh(var, port, log, grpc_port)
     try:
+        _printed(log, f"({SUMMARY})", run, timeout=150)
+        # at once, with no retry: the summary comes after everything answers
+        up_at = time.monotonic()
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code
+        answered = (ready, _grpc_health(f"127.0.0.1:{grpc_port}"))
         key = _started(run, port, log)
         grpc_address = _printed(log, r"^gRPC \(.*\): (\S+)$", run)
-        yield Embedded(f"http://127.0.0.1:{port}/a2a/demo/", key, grpc_address, log)
+        base = f"http://127.0.0.1:{port}/a2a/demo/"
+        yield Embedded(base, key, grpc_address, log, up_at, answered)
     finally:
         run.send_signal(signal.SIGTERM)  # what Ctrl-C or `kill` does to `make run`
         try:
             run.wait(timeout=60)
         except subprocess.TimeoutExpired:
             pass
-        deadline = time.monotonic() + 30
-        while (left := _group_members(run.pid)) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        left = _gone(run.pid, 30)
         if left:
-            os.killpg(run.pid, signal.SIGKILL)
+            _kill_session(run.pid)
             run.wait()
         assert not left, "run.sh left processes running after SIGTERM:\n" + "\n".join(left)
+
+
+def test_the_summary_comes_last_once_every_process_answers(embedded):
+    # the web tier was ready and the sidecar serving the moment the summary appeared
+    assert embedded.answered == (200, health_pb2.HealthCheckResponse.SERVING)
+    text = embedded.log.read_text()
+    before, summary = re.split(SUMMARY, text, maxsplit=1, flags=re.M)
+    # every process had said it was up before it
+    for started in (
+        r"^web +\| .*Listening on TCP address",
+        r"^grpc +\| gRPC sidecar listening on ",
+        r"^agents +\| .*agents@\S+ ready\.$",
+        r"^push +\| .*push@\S+ ready\.$",
+        r"^maintenance +\| .*maintenance@\S+ ready\.$",
+    ):
+        assert re.search(started, before, re.M), f"{started} not before the summary:\n{before}"
+    # and the block is whole: the demo's key and logins, the addresses, then a rule
+    block = summary.split(RULE + "\n", 1)[0].splitlines()[1:]
+    assert [line.split(" (")[0].split(":")[0] for line in block] == [
+        "agent card",
+        "agent card",
+        "API key",
+        "console login",
+        "console login",
+        "gRPC",
+        "console",
+    ]
+    assert not re.search(r"^(API key|console login)", before, re.M)
+
+
+def test_every_line_is_tagged_and_housekeeping_is_quiet_by_default(embedded):
+    # given the platform up for 20 s at the default log level (beat sends the reaper every 5 s
+    # and the push dispatcher every 15 s), and the other tests' requests meanwhile
+    time.sleep(max(0.0, 20 - (time.monotonic() - embedded.up_at)))
+    # the maintenance worker did run them (Celery's own count, over remote control)
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(embedded.log.parent)}
+    inspected = subprocess.run(
+        [".venv/bin/celery", "-A", "a2a_platform", "inspect", "stats", "--json"]
+        + ["--destination", f"maintenance@{socket.gethostname()}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert inspected.returncode == 0, inspected.stderr
+    done = json.loads(inspected.stdout)[f"maintenance@{socket.gethostname()}"]["total"]
+    assert done.get("tasks_app.tasks.reap_stuck_tasks_task", 0) >= 2, done
+    # then every line a process wrote is led by its name, run.sh's summary apart
+    text = embedded.log.read_text()
+    before, summary = re.split(SUMMARY, text, maxsplit=1, flags=re.M)
+    after = summary.split(RULE + "\n", 1)[1]
+    untagged = [ln for ln in (before + after).splitlines() if ln and not TAGGED.match(ln)]
+    assert not untagged, "\n".join(untagged)
+    # and the housekeeping said nothing: no beat sends, no maintenance jobs, no "received"
+    # lines, no access log, and no complaint of the filesystem broker about its host
+    for noise in (
+        "Sending due task",
+        "reap_stuck_tasks_task",
+        "push_dispatch_due_task",
+        "] received",
+        '"GET ',
+        "No hostname was supplied",
+    ):
+        assert noise not in text, noise
+    assert not re.search(r"^beat +\| ", after, re.M)
+    # one line at most per job: each agent run's outcome, once
+    runs = re.findall(r"run_agent_task\[([0-9a-f-]+)\]", after)
+    assert len(runs) == len(set(runs))
 
 
 def test_concurrent_sends_all_complete_on_sqlite_and_the_filesystem_broker(embedded):
@@ -306,9 +421,49 @@ def test_the_readme_registration_works_as_printed(embedded):
     assert "hi" in json.dumps(task["artifacts"])
 
 
+def _make_run_in_a_terminal(var: Path, port: int, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`make run` as typed in a terminal: a pseudo-terminal of its own is its controlling
+    terminal (so Ctrl-C typed there is the terminal's SIGINT to its foreground job); what it
+    prints is copied to `log`. The process and the terminal's master end, to type into."""
+    master, slave = pty.openpty()
+
+    def take_the_terminal() -> None:  # in the child, after setsid (start_new_session)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
+    env.update(PORT=str(port), GRPC_PORT=str(_free_port()))
+    var.mkdir(parents=True, exist_ok=True)
+    run = subprocess.Popen(
+        ["make", "--no-print-directory", "run"],
+        cwd=ROOT,
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=take_the_terminal,
+    )
+    os.close(slave)
+
+    def copy() -> None:
+        with log.open("wb") as out:
+            while True:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # the terminal closed: everything on it has exited
+                    return
+                if not data:
+                    return
+                out.write(data.replace(b"\r\n", b"\n"))
+                out.flush()
+
+    threading.Thread(target=copy, daemon=True).start()
+    return run, master
+
+
 def test_ctrl_c_stops_make_run_with_exit_0_within_15_s_while_a_run_is_in_progress(tmp_path):
     var, port, log = tmp_path / "var", _free_port(), tmp_path / "run.log"
-    run = _run_sh(var, port, log)
+    run, terminal = _make_run_in_a_terminal(var, port, log)
     env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
     try:
         key = _started(run, port, log)
@@ -343,16 +498,137 @@ def test_ctrl_c_stops_make_run_with_exit_0_within_15_s_while_a_run_is_in_progres
             state = httpx.post(url, json=get, headers=headers, timeout=10).json()["result"]
             state = state["status"]["state"]
         assert state == "TASK_STATE_WORKING"
-        # when the user presses Ctrl-C (the terminal signals the whole process group)
+        # when the user presses Ctrl-C at the terminal `make run` was typed in
         pressed = time.monotonic()
-        os.killpg(run.pid, signal.SIGINT)
+        os.write(terminal, b"\x03")
         code = run.wait(timeout=60)
         took = time.monotonic() - pressed
-        # then make run ends cleanly and soon, and leaves nothing running
+        # then make run ends cleanly and soon (make too: no "Interrupt"), leaving nothing running
         assert code == 0, log.read_text()[-3000:]
         assert took < 15, f"stopping took {took:.1f} s"
-        assert not _group_members(run.pid)
+        assert not _gone(run.pid, 5)
+        # and quietly: no traceback, no error, no process killed by a signal
+        stopping = log.read_text().split(RULE + "\n", 1)[1]
+        for scary in ("Traceback", "ERROR", "CRITICAL", "exited with signal", "exited (status"):
+            assert scary not in stopping, stopping
+        assert "make: ***" not in stopping, stopping
     finally:
         if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
+            _kill_session(run.pid)
             run.wait()
+        os.close(terminal)
+
+
+@pytest.mark.parametrize("taken", ["PORT", "GRPC_PORT"])
+def test_a_taken_port_is_said_before_anything_starts(tmp_path, taken):
+    # given another program listening on the port make run would use
+    var, log = tmp_path / "var", tmp_path / "run.log"
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        busy = other.getsockname()[1]
+        ports = {"PORT": _free_port(), "GRPC_PORT": _free_port(), taken: busy}
+        # when make run starts
+        run = _run_sh(var, ports["PORT"], log, ports["GRPC_PORT"])
+        try:
+            code = run.wait(timeout=60)
+        finally:
+            if run.poll() is None:
+                _kill_session(run.pid)
+                run.wait()
+    # then it stops at once with one line naming the port and how to choose another
+    printed = log.read_text().splitlines()
+    assert code != 0
+    assert printed == [
+        f"make run: port {busy} on 127.0.0.1 is already in use: stop what listens there, or "
+        f"choose another port: {taken}={busy + 1} make run"
+    ]
+    # before anything started: no database, no key, no processes
+    assert not (var / "db.sqlite3").exists() and not (var / "secret_key").exists()
+    assert not _gone(run.pid, 5)
+
+
+def test_a_key_that_does_not_read_the_stored_secrets_stops_make_run_before_the_logins(tmp_path):
+    # given a var dir whose database holds a secret stored under its key, and then another key
+    var, log = tmp_path / "var", tmp_path / "run.log"
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
+    store = (
+        "from agents.models import Tenant; from agents.services import signing_key_active, "
+        "tenant_create; signing_key_active(tenant=tenant_create(slug='acme'))"
+    )
+    for argv in (["migrate", "--noinput"], ["shell", "-c", store]):
+        done = subprocess.run(
+            [".venv/bin/python", "manage.py", *argv],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+    (var / "secret_key").write_text("not-the-key-that-stored-them\n")
+    # when make run starts
+    run = _run_sh(var, _free_port(), log)
+    try:
+        code = run.wait(timeout=120)
+    finally:
+        if run.poll() is None:
+            _kill_session(run.pid)
+            run.wait()
+    # then it stops with one line that says what to do, and prints no key or login
+    printed = log.read_text().splitlines()
+    assert code != 0
+    assert len(printed) == 1, printed
+    assert printed[0].startswith("ImproperlyConfigured: The encryption key derived from ")
+    assert "the var dir's secret_key file" in printed[0]
+    assert not _gone(run.pid, 5)
+
+
+def test_log_level_debug_shows_what_the_default_leaves_out(tmp_path):
+    """LOG_LEVEL governs beat and the workers too: at DEBUG, beat's sends and the maintenance
+    jobs' outcomes are logged (the default level's quiet is the level's, not a silent beat)."""
+    var = tmp_path / "var"
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var), "LOG_LEVEL": "DEBUG"}
+    done = subprocess.run(
+        [".venv/bin/python", "manage.py", "migrate", "--noinput"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    logs = {name: tmp_path / f"{name}.log" for name in ("beat", "maintenance")}
+    started = [
+        subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=logs[name].open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for name, argv in (
+            (
+                "maintenance",
+                [".venv/bin/python", "manage.py", "celeryworker", "maintenance"]
+                + ["-n", "maintenance@%h"],
+            ),
+            (
+                "beat",
+                [".venv/bin/celery", "-A", "a2a_platform", "beat"]
+                + ["--schedule", str(var / "celerybeat-schedule")],
+            ),
+        )
+    ]
+    try:
+        _printed(logs["beat"], r"(Scheduler: Sending due task reap-stuck-tasks)", None, 90)
+        _printed(logs["maintenance"], r"(reap_stuck_tasks_task\[\S+\] received)", None, 90)
+        _printed(logs["maintenance"], r"(reap_stuck_tasks_task\[\S+\] succeeded)", None, 90)
+    finally:
+        for proc in started:
+            proc.terminate()
+        for proc in started:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

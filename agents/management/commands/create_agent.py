@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.cards import agent_base_url
+from agents.crypto import encryption_keys_check
 from agents.executors import REGISTRY
 from agents.models import Agent, Tenant
 from agents.services import agent_create
@@ -40,6 +41,7 @@ class Command(BaseCommand):
         parser.add_argument("--anonymous-scope", choices=["isolated", "shared"], default="isolated")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        encryption_keys_check()
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
             raise CommandError(f"No tenant {options['tenant']!r}; create it with create_tenant.")

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agents.crypto import encryption_keys_check
 from agents.models import ApiKey, Tenant
 from agents.services import api_key_create
 
@@ -21,6 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--agent", default="", help="Restrict the key to one agent slug.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        encryption_keys_check()
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
             raise CommandError(f"No tenant {options['tenant']!r}.")

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agents.crypto import encryption_keys_check
 from agents.services import tenant_create
 from agents.validation import validation_summary
 
@@ -19,6 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        encryption_keys_check()
         try:
             tenant = tenant_create(slug=options["slug"], name=options["name"])
         except ValidationError as exc:

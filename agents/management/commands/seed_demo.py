@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.cards import agent_base_url
+from agents.crypto import encryption_keys_check
 from agents.models import Agent, ApiKey, Membership, Tenant
 from agents.services import agent_create, api_key_create, tenant_create
 
@@ -59,6 +60,7 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
+        encryption_keys_check()
         tenant = Tenant.objects.filter(slug=options["tenant"]).first() or tenant_create(
             slug=options["tenant"], name="Demo"
         )

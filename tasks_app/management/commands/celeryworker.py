@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from a2a_platform import heap
 from a2a_platform.celery import app
 from a2a_platform.db import use_threads
+from agents.crypto import encryption_keys_check
 
 
 def worker_argv(role: str) -> list[str]:
@@ -25,7 +26,9 @@ def worker_argv(role: str) -> list[str]:
         "push": settings.A2A_PUSH_WORKER_CONCURRENCY,
         "maintenance": 2,  # the reaper and the push dispatcher: short database sweeps
     }[role]
-    return ["worker", "--queues", role, "--pool", "threads", "--concurrency", str(concurrency)]
+    argv = ["worker", "--queues", role, "--pool", "threads", "--concurrency", str(concurrency)]
+    # Celery's banner (twenty lines of configuration) only at LOG_LEVEL=DEBUG.
+    return argv if settings.LOG_LEVEL == "DEBUG" else ["--quiet", *argv]
 
 
 class Command(BaseCommand):
@@ -47,6 +50,7 @@ class Command(BaseCommand):
         super().run_from_argv(argv)
 
     def handle(self, *args: Any, role: str, celery_args: list[str], **options: Any) -> None:
+        encryption_keys_check()
         if role == "agents":
             use_threads(settings.A2A_WORKER_DB_THREADS)
         worker_ready.connect(lambda **_: heap.freeze(f"{role} worker"), weak=False)

@@ -26,6 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agents.crypto import encryption_keys_check
 from tasks_app.doorbell import shared_layer
 
 # How long the processes get to finish their requests after SIGTERM before SIGKILL.
@@ -82,10 +83,16 @@ class Command(BaseCommand):
                 f"{asked} needs a shared channel layer (REDIS_URL): the in-memory one cannot "
                 "wake a waiter in another process"
             )
+        encryption_keys_check()
+        daphne_args = options["daphne_args"]
+        if not settings.A2A_ACCESS_LOG and not {"--access-log", "-v", "--verbosity"} & {
+            arg.partition("=")[0] for arg in daphne_args
+        }:
+            daphne_args = ["--verbosity", "0", *daphne_args]  # daphne logs access from 1 up
         children = []
         for sock in listen(bind, port, count):
             argv = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno())]
-            argv += [*options["daphne_args"], "a2a_platform.asgi:application"]
+            argv += [*daphne_args, "a2a_platform.asgi:application"]
             children.append(subprocess.Popen(argv, pass_fds=[sock.fileno()]))
             sock.close()  # the child holds it
         self.stdout.write(f"web: {count} daphne process(es) on http://{bind}:{port}/")
