@@ -9,4 +9,5 @@ class ConsoleConfig(AppConfig):
     def ready(self) -> None:
         # Connects the Celery task_failure receiver in every process that loads Django,
         # workers included (they set Django up before running a job).
-        from . import signals  # noqa: F401
+        # The same for the per-kind job counters and the inspect command that reads them.
+        from . import jobstats, signals  # noqa: F401

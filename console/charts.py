@@ -160,8 +160,11 @@ def nice_ticks(top: float, target: int = 4, *, whole: bool = False) -> list[floa
 
 # --- SVG ---------------------------------------------------------------------------------
 
-WIDTH, HEIGHT = 580, 230
-LEFT, RIGHT, TOP, BOTTOM = 64, 14, 34, 46
+# The title has the first line to itself and the legend the second, so a long title never
+# runs under the legend.
+WIDTH, HEIGHT = 580, 244
+LEFT, RIGHT, TOP, BOTTOM = 64, 14, 48, 46
+LEGEND_Y = 24
 
 
 @dataclass(frozen=True)
@@ -224,9 +227,9 @@ def _frame(
         width = 22 + 7 * len(name)
         x -= width
         parts.append(
-            f'<g class="legend"><rect x="{x}" y="7" width="10" height="10" '
+            f'<g class="legend"><rect x="{x}" y="{LEGEND_Y}" width="10" height="10" '
             f'fill="{PALETTE[index % len(PALETTE)]}"/>'
-            f'<text x="{x + 14}" y="16">{escape(name)}</text></g>'
+            f'<text x="{x + 14}" y="{LEGEND_Y + 9}">{escape(name)}</text></g>'
         )
     return parts
 

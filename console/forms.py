@@ -1,4 +1,5 @@
-"""Forms of the console: agent registration (executor config checked per kind) and API keys."""
+"""Forms of the console: agent registration and editing (executor config checked per kind), API
+keys, and the people of a tenant."""
 
 from __future__ import annotations
 
@@ -6,15 +7,17 @@ import json
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from agents.executors import executor_kind_choices
-from agents.models import Agent, ApiKey
+from agents.forms import AgentSecretsFormMixin
+from agents.models import DEFAULT_MODES, Agent, ApiKey, Membership
 from agents.validation import agent_form_check
 
 _JSON_FIELDS = ("executor_config", "skills", "default_input_modes", "default_output_modes")
 
 
-class AgentRegistrationForm(forms.ModelForm):
+class AgentRegistrationForm(AgentSecretsFormMixin, forms.ModelForm):
     executor_kind = forms.ChoiceField(
         choices=executor_kind_choices,
         help_text="What runs the agent: a built-in kind, or a Python AgentExecutor the operator "
@@ -59,10 +62,16 @@ class AgentRegistrationForm(forms.ModelForm):
         self.instance.tenant = tenant
         for name in _JSON_FIELDS:
             self.fields[name].required = False
+        # `python` needs a class the operator allowed: with none allowed it is not offered
+        # (an agent that already is one keeps its kind).
+        if not settings.A2A_PYTHON_EXECUTORS and self.instance.executor_kind != "python":
+            self.fields["executor_kind"].choices = [
+                c for c in self.fields["executor_kind"].choices if c[0] != "python"
+            ]
         self.initial.setdefault("executor_config", {})
         self.initial.setdefault("skills", [])
-        self.initial.setdefault("default_input_modes", ["text/plain"])
-        self.initial.setdefault("default_output_modes", ["text/plain"])
+        self.initial.setdefault("default_input_modes", list(DEFAULT_MODES))
+        self.initial.setdefault("default_output_modes", list(DEFAULT_MODES))
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -71,6 +80,31 @@ class AgentRegistrationForm(forms.ModelForm):
         if slug and Agent.objects.filter(tenant=self.instance.tenant, slug=slug).exists():
             self.add_error("slug", f"Tenant {self.instance.tenant.slug!r} has an agent {slug!r}.")
         return cleaned
+
+
+class AgentEditForm(AgentRegistrationForm):
+    """An agent's registration, changed. The slug stays: it is in every URL clients hold."""
+
+    class Meta(AgentRegistrationForm.Meta):
+        fields = tuple(f for f in AgentRegistrationForm.Meta.fields if f != "slug")
+
+
+class PersonAddForm(forms.Form):
+    """Add someone to a tenant: an existing account by user name or email, or a new account
+    that gets a one-time link to set its password."""
+
+    who = forms.CharField(
+        max_length=150,
+        label="User name or email",
+        help_text="An existing account joins at once; for someone new, give the user name "
+        "their account will have, and an email.",
+    )
+    email = forms.EmailField(required=False, help_text="For a new account only.")
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Membership.Role.choices)
 
 
 class ApiKeyForm(forms.Form):

@@ -17,6 +17,17 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("t/<slug:tenant_slug>/agents/new/", views.agent_new, name="agent-new"),
     path("t/<slug:tenant_slug>/a/<slug:agent_slug>/", views.agent_detail, name="agent"),
+    path("t/<slug:tenant_slug>/a/<slug:agent_slug>/edit/", views.agent_edit, name="agent-edit"),
+    path(
+        "t/<slug:tenant_slug>/a/<slug:agent_slug>/active/",
+        views.agent_active,
+        name="agent-active",
+    ),
+    path(
+        "t/<slug:tenant_slug>/a/<slug:agent_slug>/delete/",
+        views.agent_delete_view,
+        name="agent-delete",
+    ),
     path(
         "t/<slug:tenant_slug>/a/<slug:agent_slug>/keys/new/",
         views.key_create,
@@ -28,5 +39,6 @@ urlpatterns = [
         name="key-revoke",
     ),
     path("", include("console.urls_tasks")),
+    path("", include("console.urls_people")),
     path("", include("console.urls_ops")),
 ]

@@ -1,5 +1,6 @@
 """Console pages: the overview, agent registration, an agent's page (URLs, client snippet, keys,
-card preview, the Try-it console). Tasks, background work and charts live in their own modules."""
+card preview, the Try-it console) and its edit, disable and delete. Tasks, people, background
+work and charts live in their own modules."""
 
 from __future__ import annotations
 
@@ -18,10 +19,17 @@ from django.views.decorators.http import require_POST
 
 from agents.cards import agent_base_url, agent_card_json, grpc_tenant
 from agents.executors import REGISTRY
+from agents.forms import executor_secrets_status
 from agents.models import Agent
-from agents.services import api_key_create
+from agents.services import (
+    ActionRefused,
+    agent_delete,
+    agent_set_active,
+    agent_task_counts,
+    api_key_create,
+)
 
-from .forms import AgentRegistrationForm, ApiKeyForm, pretty_json
+from .forms import AgentEditForm, AgentRegistrationForm, ApiKeyForm, pretty_json
 from .scoping import (
     MANAGING_ROLES,
     agent_or_404,
@@ -217,3 +225,85 @@ def key_revoke(
         key.save(update_fields=["revoked_at"])
         messages.success(request, f"API key {key.name} ({key.prefix}…) revoked.")
     return redirect("console:agent", tenant_slug=agent.tenant.slug, agent_slug=agent.slug)
+
+
+# --- an agent's life: edit, disable or enable, delete ----------------------------------------
+
+
+@login_required
+def agent_edit(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
+    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    require_manager(request.user, agent.tenant)
+    form = AgentEditForm(request.POST or None, instance=agent, tenant=agent.tenant)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(
+            request,
+            f"Agent {agent.slug} saved; its card and every process follow within "
+            f"{settings.A2A_AUTH_CACHE_SECONDS:g} s.",
+        )
+        return redirect("console:agent", tenant_slug=agent.tenant.slug, agent_slug=agent.slug)
+    return render(
+        request,
+        "console/agent_edit.html",
+        {
+            "tenant": agent.tenant,
+            "agent": agent,
+            "form": form,
+            "kinds": _kinds_help(),
+            "secrets_status": executor_secrets_status(agent),
+        },
+    )
+
+
+@login_required
+@require_POST
+def agent_active(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
+    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    require_manager(request.user, agent.tenant)
+    active = request.POST.get("active") == "true"
+    agent_set_active(agent=agent, active=active)
+    if active:
+        messages.success(request, f"Agent {agent.slug} enabled: its URLs answer again.")
+    else:
+        messages.success(
+            request,
+            f"Agent {agent.slug} disabled: its URLs answer 'agent not found'; its tasks are "
+            "kept and runs in flight finish. Enable it again or delete it below.",
+        )
+    return redirect("console:agent", tenant_slug=agent.tenant.slug, agent_slug=agent.slug)
+
+
+@login_required
+def agent_delete_view(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
+    """A page that says what goes with the agent, and asks for its slug to be typed."""
+    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    require_manager(request.user, agent.tenant)
+    problem = ""
+    if request.method == "POST":
+        if request.POST.get("confirm_slug", "").strip() != agent.slug:
+            problem = f"Type the agent's slug, {agent.slug}, to confirm."
+        else:
+            try:
+                counts = agent_delete(agent=agent)
+            except ActionRefused as exc:
+                problem = str(exc)
+            else:
+                messages.success(
+                    request,
+                    f"Agent {agent.slug} deleted, with its {counts['tasks']} "
+                    f"task{'s' if counts['tasks'] != 1 else ''} and {counts['keys']} "
+                    f"key{'s' if counts['keys'] != 1 else ''}.",
+                )
+                return redirect("console:overview")
+    return render(
+        request,
+        "console/agent_delete.html",
+        {
+            "tenant": agent.tenant,
+            "agent": agent,
+            "counts": agent_task_counts(agent=agent),
+            "problem": problem,
+        },
+        status=400 if problem else 200,
+    )

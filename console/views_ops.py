@@ -34,6 +34,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
+from a2a_platform.beat import beat_last_tick, beat_stale_after_seconds
 from a2a_platform.celery import app
 from a2a_platform.queues import queue_depths, within
 from agents.models import Agent
@@ -89,6 +90,8 @@ class WorkerInfo:
     active: list[JobInfo] = field(default_factory=list)
     reserved: list[JobInfo] = field(default_factory=list)
     answered_at: datetime | None = None
+    # Per job kind since the worker started (console.jobstats): finished, failed, durations.
+    kinds: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def processed_total(self) -> int:
@@ -178,6 +181,9 @@ def _workers(connection: Any) -> list[WorkerInfo]:
         for name, jobs in (inspect.reserved() or {}).items():
             if name in workers:
                 workers[name].reserved = [_job(j) for j in jobs]
+        for name, reply in (inspect._request("job_stats") or {}).items():
+            if name in workers and isinstance(reply, dict):
+                workers[name].kinds = dict(sorted((reply.get("kinds") or {}).items()))
     return sorted(workers.values(), key=lambda w: w.hostname)
 
 
@@ -211,6 +217,19 @@ def broker_report_bounded(deadline: float = BROKER_DEADLINE_SECONDS) -> BrokerRe
         )
 
 
+def _beat_report() -> dict[str, Any]:
+    """When beat last ticked, and whether that is recent enough (a2a_platform.beat)."""
+    last = beat_last_tick()
+    stale_after = beat_stale_after_seconds()
+    age = (timezone.now() - last).total_seconds() if last else None
+    return {
+        "last": last,
+        "age_seconds": age,
+        "stale_after": stale_after,
+        "alive": age is not None and age <= stale_after,
+    }
+
+
 @login_required
 def workers(request: HttpRequest) -> HttpResponse:
     require_operator(request.user)
@@ -221,11 +240,43 @@ def workers(request: HttpRequest) -> HttpResponse:
         "console/workers.html",
         {
             "report": report,
+            "beat": _beat_report(),
             "failures": failures,
             "failures_shown": JOB_FAILURES_SHOWN,
             "inspect_timeout": INSPECT_TIMEOUT_SECONDS,
+            "run_job": RUN_JOB,
         },
     )
+
+
+# An agent run's job: revoking it would not stop the run (the reaper queues a waiting task's
+# run again), so the page offers to cancel the task instead.
+RUN_JOB = "tasks_app.tasks.run_agent_task"
+
+
+@login_required
+@require_POST
+def job_revoke(request: HttpRequest) -> HttpResponse:
+    """Revoke a job by id on every live worker: one that has not started is skipped when its
+    turn comes; one already running finishes (thread pools cannot stop a job midway)."""
+    require_operator(request.user)
+    job_id = request.POST.get("job", "").strip()
+    try:
+        uuid.UUID(job_id)
+    except ValueError:
+        messages.error(request, f"Not revoked: {job_id[:80]!r} is not a job id.")
+        return redirect("console:workers")
+    try:
+        within(BROKER_DEADLINE_SECONDS, lambda: app.control.revoke(job_id))
+    except Exception as exc:  # the broker is down or slow: say so on the page
+        messages.error(request, f"Not revoked: the broker did not take it ({_describe(exc)}).")
+    else:
+        messages.success(
+            request,
+            f"Job {job_id} revoked: live workers skip it if it has not started; one already "
+            "running finishes.",
+        )
+    return redirect("console:workers")
 
 
 # --- push deliveries ---------------------------------------------------------------------

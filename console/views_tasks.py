@@ -29,12 +29,13 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 
 from a2a_platform.metrics import SSE_STREAMS_OPEN
+from agents.cards import agent_base_url
 from agents.models import Agent
-from tasks_app.models import STATE_CHOICES, TERMINAL_STATES, Task, TaskEvent
+from tasks_app.models import INTERRUPTED_STATES, STATE_CHOICES, TERMINAL_STATES, Task, TaskEvent
 from tasks_app.streams import EventFollower
 
 from .forms import pretty_json
-from .scoping import agent_path, task_or_404, visible_agents, visible_tasks
+from .scoping import agent_path, can_manage, task_or_404, visible_agents, visible_tasks
 
 PAGE_SIZE = 50
 # A task page shows the newest events only: an agent streaming many chunks must not make the
@@ -363,6 +364,13 @@ def task_detail(request: HttpRequest, tenant_slug: str, task_id: str) -> HttpRes
             "events_hidden": events[0]["seq"] - 1 if events else 0,
             "last_seq": events[-1]["seq"] if events else 0,
             "terminal_states": " ".join(sorted(TERMINAL_STATES)),
+            "interrupted_states": " ".join(sorted(INTERRUPTED_STATES)),
+            "awaiting_input": task.state in INTERRUPTED_STATES,
+            # Cancel and reply go through the agent's own A2A endpoint, as Try it does, so
+            # they mean exactly what they mean to any client; the page offers them to those
+            # who manage the tenant, while the agent is active.
+            "can_act": task.agent.is_active and can_manage(request.user, task.tenant),
+            "endpoint": agent_base_url(task.agent),
         },
     )
 

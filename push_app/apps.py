@@ -5,3 +5,4 @@ from django.apps import AppConfig
 
 class PushAppConfig(AppConfig):
     name = "push_app"
+    verbose_name = "Push notifications"

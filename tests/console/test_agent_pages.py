@@ -18,25 +18,6 @@ from agents.models import Agent, ApiKey, Membership
 from agents.services import api_key_create
 
 
-@pytest.fixture
-def world(db, make_tenant, make_agent, django_user_model):
-    """Two tenants with an agent each; an owner and a member of A, a member of B, an operator."""
-    a, b = make_tenant(), make_tenant()
-    agent_a, agent_b = make_agent(a, "alpha"), make_agent(b, "beta")
-    users = {}
-    for name, tenant, role in (
-        ("owner_a", a, "owner"),
-        ("member_a", a, "member"),
-        ("member_b", b, "member"),
-    ):
-        users[name] = django_user_model.objects.create_user(name, password="pw")
-        Membership.objects.create(user=users[name], tenant=tenant, role=role)
-    users["operator"] = django_user_model.objects.create_user(
-        "operator", password="pw", is_staff=True
-    )
-    return {"a": a, "b": b, "agent_a": agent_a, "agent_b": agent_b, **users}
-
-
 def agent_url(agent: Agent, name: str = "console:agent", **extra) -> str:
     return reverse(
         name, kwargs={"tenant_slug": agent.tenant.slug, "agent_slug": agent.slug, **extra}

@@ -54,12 +54,20 @@ def world(make_tenant, make_agent, django_user_model):
         delivery=delivery, started_at=timezone.now(), status_code=500, latency_ms=7, outcome="dead"
     )
     key = api_key_create(tenant=a, name="key-of-a", agent=agent)[0]
-    users = {}
+    users, memberships = {}, {}
     for name, tenant in (("member_a", a), ("owner_b", b)):
         users[name] = django_user_model.objects.create_user(name, password="pw")
         role = "member" if tenant == a else "owner"  # B's most powerful role
-        Membership.objects.create(user=users[name], tenant=tenant, role=role)
-    return {"a": a, "agent": agent, "task": task, "delivery": delivery, "key": key, **users}
+        memberships[name] = Membership.objects.create(user=users[name], tenant=tenant, role=role)
+    return {
+        "a": a,
+        "agent": agent,
+        "task": task,
+        "delivery": delivery,
+        "key": key,
+        "membership": memberships["member_a"],
+        **users,
+    }
 
 
 def _kw(w: dict[str, Any]) -> dict[str, str]:
@@ -73,6 +81,31 @@ OBJECT_ROUTES: dict[str, tuple[Callable[[dict[str, Any]], str], tuple[str, ...]]
     "agent-new": (
         lambda w: reverse("console:agent-new", kwargs={"tenant_slug": w["a"].slug}),
         ("get", "post"),
+    ),
+    "agent-edit": (lambda w: reverse("console:agent-edit", kwargs=_kw(w)), ("get", "post")),
+    "agent-active": (lambda w: reverse("console:agent-active", kwargs=_kw(w)), ("post",)),
+    "agent-delete": (lambda w: reverse("console:agent-delete", kwargs=_kw(w)), ("get", "post")),
+    "people": (
+        lambda w: reverse("console:people", kwargs={"tenant_slug": w["a"].slug}),
+        ("get",),
+    ),
+    "person-add": (
+        lambda w: reverse("console:person-add", kwargs={"tenant_slug": w["a"].slug}),
+        ("post",),
+    ),
+    "person-role": (
+        lambda w: reverse(
+            "console:person-role",
+            kwargs={"tenant_slug": w["a"].slug, "membership_id": w["membership"].pk},
+        ),
+        ("post",),
+    ),
+    "person-remove": (
+        lambda w: reverse(
+            "console:person-remove",
+            kwargs={"tenant_slug": w["a"].slug, "membership_id": w["membership"].pk},
+        ),
+        ("post",),
     ),
     "key-create": (lambda w: reverse("console:key-create", kwargs=_kw(w)), ("post",)),
     "key-revoke": (
@@ -101,8 +134,22 @@ OBJECT_ROUTES: dict[str, tuple[Callable[[dict[str, Any]], str], tuple[str, ...]]
     ),
 }
 LIST_ROUTES = {"overview", "tasks", "deliveries", "charts"}
-OPERATOR_ROUTES = {"workers"}
-ACCOUNT_ROUTES = {"login", "logout"}
+OPERATOR_ROUTES = {"workers", "job-revoke"}
+# login, logout, and the page an invited person sets a password on (a signed, one-time link
+# for one account: it names no tenant).
+ACCOUNT_ROUTES = {"login", "logout", "welcome"}
+OWNER_ONLY = {
+    "agent-new",
+    "agent-edit",
+    "agent-active",
+    "agent-delete",
+    "person-add",
+    "person-role",
+    "person-remove",
+    "key-create",
+    "key-revoke",
+    "delivery-redeliver",
+}
 
 
 def _console_route_names() -> set[str]:
@@ -136,11 +183,14 @@ def test_another_tenants_object_is_404_on_every_route(client, world, route):
     response = client.get(url) if "get" in methods else client.post(url)
     assert response.status_code in (200, 403), (url, response.status_code)
     if response.status_code == 403:  # owner-only actions: A's member is refused, not 404
-        assert route in {"agent-new", "key-create", "key-revoke", "delivery-redeliver"}
+        assert route in OWNER_ONLY
     world["key"].refresh_from_db()
     assert world["key"].revoked_at is None
     world["delivery"].refresh_from_db()
     assert world["delivery"].state == Delivery.State.DEAD
+    world["agent"].refresh_from_db()
+    assert world["agent"].is_active and world["agent"].name == "Secret-Agent"
+    assert Membership.objects.filter(pk=world["membership"].pk, role="member").exists()
 
 
 @pytest.mark.parametrize("route", sorted(LIST_ROUTES))
@@ -161,8 +211,11 @@ def test_lists_and_filters_show_nothing_of_another_tenant(client, world, route):
 
 def test_operator_pages_are_refused_to_members(client, world):
     client.force_login(world["member_a"])
-    for route in OPERATOR_ROUTES:
-        assert client.get(reverse(f"console:{route}")).status_code == 403
+    assert client.get(reverse("console:workers")).status_code == 403
+    assert (
+        client.post(reverse("console:job-revoke"), {"job": str(world["task"].pk)}).status_code
+        == 403
+    )
     admin = client.get("/admin/")
     assert admin.status_code == 302 and "/admin/login/" in admin["Location"]
 

@@ -290,6 +290,51 @@ def test_a_job_failing_on_a_real_worker_is_shown_with_the_live_worker(
     assert html.escape(failure.worker_hostname) in row.group(1)
     assert f'data-worker="{failure.worker_hostname}"' in body
     assert "answered in" in body and "No worker answered" not in body
+    # and that worker's counts by job kind include the failed job, with its duration
+    worker = body.split(f'data-worker="{failure.worker_hostname}"', 1)[1].split('class="worker"')[0]
+    kind = re.search(r'<tr data-kind="push_app.tasks.push_deliver_task">(.*?)</tr>', worker, re.S)
+    assert kind is not None, "no per-kind row for the push job on its worker"
+    finished, failed, mean, longest = re.findall(
+        r'<td class="num"[^>]*>([^<]*)</td>', kind.group(1)
+    )
+    assert int(finished) >= 1 and int(failed) >= 1, kind.group(1)
+    assert mean.endswith(" s") and float(longest.removesuffix(" s")) >= 0
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_revoked_job_is_never_run_by_the_worker_that_holds_it(
+    live_platform, client, django_user_model
+):
+    # given: a job due in 4 s (an ETA) that would fail, and be recorded, if it ran
+    job_id = str(uuid.uuid4())
+    app.send_task(
+        "push_app.tasks.push_deliver_task", args=["not-a-uuid"], task_id=job_id, countdown=4
+    )
+    operator = django_user_model.objects.create_user("op", password="pw", is_staff=True)
+    client.force_login(operator)
+    # when: the operator revokes it from the workers page
+    response = client.post(reverse("console:job-revoke"), {"job": job_id}, follow=True)
+    assert any("revoked" in str(m) for m in response.context["messages"])
+    # then: the workers hold it as revoked, and its time passes without it running
+    revoked = app.control.inspect(timeout=2).revoked() or {}
+    assert any(job_id in ids for ids in revoked.values()), revoked
+    time.sleep(6)
+    assert not JobFailure.objects.filter(celery_task_id=job_id).exists()
+
+
+@pytest.mark.django_db(transaction=True)  # beat writes outside any request's transaction
+def test_beats_last_tick_is_on_the_workers_page_and_a_late_one_is_said(client, world):
+    from a2a_platform.beat import beat_tick_record
+    from console.models import BeatHeartbeat
+
+    client.force_login(world["operator"])
+    assert beat_tick_record()
+    body = page(client, reverse("console:workers"))
+    assert 'id="beat" data-alive="true"' in body and "Last ticked" in body
+    BeatHeartbeat.objects.update(ticked_at=timezone.now() - timedelta(minutes=5))
+    body = page(client, reverse("console:workers"))
+    assert 'data-alive="false"' in body and "Is the beat process running?" in body
 
 
 # --- push deliveries -----------------------------------------------------------------------

@@ -19,6 +19,7 @@
     badge.textContent = state;
     badge.className = "state s-" + state.toLowerCase();
     box.dataset.state = state;
+    document.dispatchEvent(new CustomEvent("taskstate", { detail: state }));
   }
 
   function stateBadge(state) {
