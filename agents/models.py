@@ -54,7 +54,11 @@ class Agent(models.Model):
     # Secrets passed to the executor as keyword arguments: a JSON object of name -> secret,
     # encrypted with agents.crypto ("" when there are none). Written only through
     # agents.services.agent_secrets_set (or agent_create); no form or page shows it.
-    executor_secrets_encrypted = models.TextField(blank=True, default="", editable=False)
+    # db_default: processes of the previous version, which do not know the column, can still
+    # insert agents while an upgrade rolls out.
+    executor_secrets_encrypted = models.TextField(
+        blank=True, default="", db_default="", editable=False
+    )
     # Push notification webhooks (the card's capabilities.pushNotifications); off, every push
     # call answers PushNotificationNotSupported.
     push_notifications = models.BooleanField(default=True)

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agent',
             name='executor_secrets_encrypted',
-            field=models.TextField(blank=True, default='', editable=False),
+            field=models.TextField(blank=True, default='', db_default='', editable=False),
         ),
     ]

@@ -9,7 +9,8 @@ from agents.models import Membership
 
 @pytest.fixture
 def world(db, make_tenant, make_agent, django_user_model):
-    """Two tenants with an agent each; an owner and a member of A, a member of B, an operator."""
+    """Tenants A and B with an agent each; an owner and a member of A, a member of B, and an
+    operator (staff, no membership)."""
     a, b = make_tenant(), make_tenant()
     agent_a, agent_b = make_agent(a, "alpha"), make_agent(b, "beta")
     users = {}

@@ -34,7 +34,6 @@ from django.utils import timezone
 from a2a_platform.celery import app
 from a2a_platform.queues import queue_depths
 from agents.auth import Principal
-from agents.models import Membership
 from console import charts
 from console.models import JobFailure
 from console.signals import job_failure_record
@@ -49,26 +48,6 @@ CALLER = Principal(owner="key:console-tests")
 
 
 # --- data ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def world(db, make_tenant, make_agent, django_user_model) -> dict[str, Any]:
-    """Tenants A and B with an agent each; an owner and a member of A, a member of B, and an
-    operator (staff, no membership)."""
-    a, b = make_tenant(), make_tenant()
-    agent_a, agent_b = make_agent(a, "alpha"), make_agent(b, "beta")
-    users: dict[str, Any] = {}
-    for name, tenant, role in (
-        ("owner_a", a, "owner"),
-        ("member_a", a, "member"),
-        ("member_b", b, "member"),
-    ):
-        users[name] = django_user_model.objects.create_user(name, password="pw")
-        Membership.objects.create(user=users[name], tenant=tenant, role=role)
-    users["operator"] = django_user_model.objects.create_user(
-        "operator", password="pw", is_staff=True
-    )
-    return {"a": a, "b": b, "agent_a": agent_a, "agent_b": agent_b, **users}
 
 
 def send(agent: Any, push_url: str = "") -> Task:

@@ -144,6 +144,23 @@ def _kill_session(sid: int) -> None:
             pass
 
 
+def _shell(
+    argv: list[str], env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """A command typed in the project directory of a shell with `env`; what it printed."""
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _exit_status(run: subprocess.Popen[bytes], seconds: float) -> int:
+    """How run.sh ended by itself within `seconds`; its session is killed if it did not."""
+    try:
+        return run.wait(timeout=seconds)
+    finally:
+        if run.poll() is None:
+            _kill_session(run.pid)
+            run.wait()
+
+
 def _gone(sid: int, seconds: float) -> list[str]:
     """The session's processes still alive after up to `seconds` (output still flowing through
     run.sh's line tagging may take a moment to end)."""
@@ -215,14 +232,10 @@ def test_every_line_is_tagged_and_housekeeping_is_quiet_by_default(embedded):
     time.sleep(max(0.0, 20 - (time.monotonic() - embedded.up_at)))
     # the maintenance worker did run them (Celery's own count, over remote control)
     env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(embedded.log.parent)}
-    inspected = subprocess.run(
+    inspected = _shell(
         [".venv/bin/celery", "-A", "a2a_platform", "inspect", "stats", "--json"]
         + ["--destination", f"maintenance@{socket.gethostname()}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+        env,
     )
     assert inspected.returncode == 0, inspected.stderr
     done = json.loads(inspected.stdout)[f"maintenance@{socket.gethostname()}"]["total"]
@@ -387,9 +400,7 @@ def test_the_readme_registration_works_as_printed(embedded):
     env["A2A_VAR_DIR"] = str(embedded.log.parent)
     printed = []
     for command in commands:
-        done = subprocess.run(
-            ["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-        )
+        done = _shell(["bash", "-c", command], env)
         assert done.returncode == 0, f"{command}\n{done.stdout}{done.stderr}"
         printed.append(done.stdout)
     # then the printed card URL is the running platform's, and the printed key calls the agent
@@ -445,8 +456,10 @@ def _make_run_in_a_terminal(var: Path, port: int, log: Path) -> tuple[subprocess
     )
     os.close(slave)
 
+    out = log.open("wb")  # here, so that the log exists before anything reads it
+
     def copy() -> None:
-        with log.open("wb") as out:
+        with out:
             while True:
                 try:
                     data = os.read(master, 65536)
@@ -468,14 +481,10 @@ def test_ctrl_c_stops_make_run_with_exit_0_within_15_s_while_a_run_is_in_progres
     try:
         key = _started(run, port, log)
         # given an agent that takes a minute, with a run of it in progress
-        made = subprocess.run(
+        made = _shell(
             [".venv/bin/python", "manage.py", "create_agent", "demo", "slow", "--kind", "echo"]
             + ["--config", '{"delay_seconds": 60}', "--description", "Slow"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
+            env,
         )
         assert made.returncode == 0, made.stderr
         url = f"http://127.0.0.1:{port}/a2a/demo/slow/"
@@ -528,12 +537,7 @@ def test_a_taken_port_is_said_before_anything_starts(tmp_path, taken):
         ports = {"PORT": _free_port(), "GRPC_PORT": _free_port(), taken: busy}
         # when make run starts
         run = _run_sh(var, ports["PORT"], log, ports["GRPC_PORT"])
-        try:
-            code = run.wait(timeout=60)
-        finally:
-            if run.poll() is None:
-                _kill_session(run.pid)
-                run.wait()
+        code = _exit_status(run, 60)
     # then it stops at once with one line naming the port and how to choose another
     printed = log.read_text().splitlines()
     assert code != 0
@@ -555,24 +559,12 @@ def test_a_key_that_does_not_read_the_stored_secrets_stops_make_run_before_the_l
         "tenant_create; signing_key_active(tenant=tenant_create(slug='acme'))"
     )
     for argv in (["migrate", "--noinput"], ["shell", "-c", store]):
-        done = subprocess.run(
-            [".venv/bin/python", "manage.py", *argv],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = _shell([".venv/bin/python", "manage.py", *argv], env, timeout=120)
         assert done.returncode == 0, done.stderr
     (var / "secret_key").write_text("not-the-key-that-stored-them\n")
     # when make run starts
     run = _run_sh(var, _free_port(), log)
-    try:
-        code = run.wait(timeout=120)
-    finally:
-        if run.poll() is None:
-            _kill_session(run.pid)
-            run.wait()
+    code = _exit_status(run, 120)
     # then it stops with one line that says what to do, and prints no key or login
     printed = log.read_text().splitlines()
     assert code != 0
@@ -587,14 +579,7 @@ def test_log_level_debug_shows_what_the_default_leaves_out(tmp_path):
     jobs' outcomes are logged (the default level's quiet is the level's, not a silent beat)."""
     var = tmp_path / "var"
     env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var), "LOG_LEVEL": "DEBUG"}
-    done = subprocess.run(
-        [".venv/bin/python", "manage.py", "migrate", "--noinput"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _shell([".venv/bin/python", "manage.py", "migrate", "--noinput"], env, timeout=120)
     assert done.returncode == 0, done.stderr
     logs = {name: tmp_path / f"{name}.log" for name in ("beat", "maintenance")}
     started = [
