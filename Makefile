@@ -21,10 +21,13 @@ lock:
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python scripts/lock.py
 
-# In a terminal, run.sh runs as a job of its own (bash -m), so Ctrl-C reaches it and not make:
-# it stops everything and exits 0, and make with it, without make's "Interrupt".
+# In the foreground of a terminal, run.sh runs as a job of its own (bash -m), so Ctrl-C reaches
+# it and not make: it stops everything and exits 0, and make with it, without make's
+# "Interrupt". Piped, redirected or in the background, it runs as it is.
 run: setup
-	@if [ -t 0 ]; then bash -mc ./scripts/run.sh; else ./scripts/run.sh; fi
+	@if [ -t 0 ] && [ -t 2 ] && [ -r /proc/$$$$/stat ] && [ "$$(cut -d' ' -f5 /proc/$$$$/stat 2>/dev/null)" = \
+	  "$$(cut -d' ' -f8 /proc/$$$$/stat 2>/dev/null)" ]; \
+	then bash -mc ./scripts/run.sh; else ./scripts/run.sh; fi
 
 test: setup
 	./scripts/test.sh

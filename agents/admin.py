@@ -12,14 +12,24 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
+from django.views.decorators.debug import sensitive_post_parameters
 
 from .auth import hash_secret, new_key_material
 from .cards import agent_base_url
 from .executors import executor_kind_choices
 from .forms import AgentSecretsFormMixin, executor_secrets_status
 from .models import DEFAULT_MODES, Agent, ApiKey, Membership, SigningKey, Tenant
-from .services import signing_key_retire, signing_key_rotate
+from .services import (
+    ActionRefused,
+    agent_delete,
+    agent_delete_refusal,
+    agent_task_counts,
+    membership_keeps_an_owner,
+    signing_key_retire,
+    signing_key_rotate,
+)
 from .validation import agent_form_check, api_key_scopes_validate
 
 
@@ -153,6 +163,36 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name", "tenant__slug")
     readonly_fields = ("executor_secrets_status",)
 
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one at a time, through agent_delete's rules
+        return actions
+
+    def has_delete_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
+        # As in the console: disabled first, and no run queued or in flight.
+        if obj is not None and agent_delete_refusal(agent=obj):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_model(self, request: HttpRequest, obj: Agent) -> None:
+        agent_delete(agent=obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        # What goes with the agent (agent_delete), counted rather than listed row by row: an
+        # agent may hold millions of events, and the read-only tasks admin grants no delete.
+        summary = []
+        for agent in objs:
+            counts = agent_task_counts(agent=agent)
+            summary.append(
+                f"{agent}, with its {counts['tasks']} tasks (their history, artifacts, events, "
+                f"push configs and deliveries) and its {counts['keys']} API keys of its own"
+            )
+        return summary, {"agents": len(summary)}, set(), []
+
+    @method_decorator(sensitive_post_parameters("executor_secrets"))
+    def changeform_view(self, *args: Any, **kwargs: Any) -> Any:
+        return super().changeform_view(*args, **kwargs)
+
     def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> list[str]:
         fields = [f for f in super().get_fields(request, obj) if f not in AGENT_SECRET_FIELDS]
         at = fields.index("executor_config") + 1
@@ -209,13 +249,46 @@ class ApiKeyAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
+class MembershipForm(forms.ModelForm):
+    """The console's rule in the admin too: a tenant that has owners keeps one."""
+
+    class Meta:
+        model = Membership
+        fields = ("user", "tenant", "role")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        before = self.instance  # still as stored: the form's values are put on it later
+        moves = cleaned.get("role") != before.role or cleaned.get("tenant") != before.tenant
+        if before.pk and moves:
+            try:
+                membership_keeps_an_owner(before)
+            except ActionRefused as exc:
+                raise ValidationError(str(exc)) from None
+        return cleaned
+
+
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
     """Who belongs to which tenant, and as what: owners register agents and manage keys in the
     console; members look on. Staff operators need no membership."""
 
+    form = MembershipForm
     list_display = ("user", "tenant", "role", "created_at")
     list_filter = ("tenant", "role")
     search_fields = ("user__username", "tenant__slug")
     autocomplete_fields = ("tenant",)
     raw_id_fields = ("user",)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one at a time, so each keeps its tenant an owner
+        return actions
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None:
+            try:
+                membership_keeps_an_owner(obj)
+            except ActionRefused:
+                return False  # the last owner of a tenant: make someone else an owner first
+        return super().has_delete_permission(request, obj)

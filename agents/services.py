@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -212,6 +212,15 @@ def agent_set_active(*, agent: Agent, active: bool) -> Agent:
     return agent
 
 
+@transaction.atomic
+def agent_update(*, agent: Agent, fields: Iterable[str]) -> Agent:
+    """Save the given fields of an agent its form changed (already validated), the row locked,
+    so that what changed meanwhile (disabled, its secrets) is left as it is."""
+    Agent.objects.select_for_update().filter(pk=agent.pk).first()
+    agent.save(update_fields=[*fields, "updated_at"])
+    return agent
+
+
 def agent_task_counts(*, agent: Agent) -> dict[str, int]:
     """What deleting the agent deletes with it, for the confirmation page."""
     tasks = agent.tasks.all()
@@ -222,50 +231,77 @@ def agent_task_counts(*, agent: Agent) -> dict[str, int]:
     }
 
 
-@transaction.atomic
-def agent_delete(*, agent: Agent) -> dict[str, int]:
-    """Delete a disabled agent with everything it holds: its tasks (history, artifacts, events,
-    push configs and deliveries) and its own API keys. Refused while it is active, within
-    A2A_AUTH_CACHE_SECONDS of being disabled (a process may still take a message for it), or
-    while a task of it has a run queued or in flight."""
-    locked = Agent.objects.select_for_update().get(pk=agent.pk)
-    if locked.is_active:
-        raise ActionRefused(f"Agent {agent} is active: disable it first, then delete it.")
-    settled_at = locked.updated_at + timedelta(seconds=settings.A2A_AUTH_CACHE_SECONDS)
-    if timezone.now() < settled_at:
-        raise ActionRefused(
-            f"Agent {agent} was disabled a moment ago; try again in a second or two, once "
-            "no process takes messages for it."
+def agent_delete_refusal(*, agent: Agent) -> str:
+    """Why the agent cannot be deleted now ("" when it can): it is active, it was disabled
+    less than A2A_AUTH_CACHE_SECONDS ago (a process may still take a message for it), or a
+    task of it has a run queued or in flight (a worker may still write to it)."""
+    if agent.is_active:
+        return f"Agent {agent} is active: disable it first, then delete it."
+    if timezone.now() < agent.updated_at + timedelta(seconds=settings.A2A_AUTH_CACHE_SECONDS):
+        return (
+            f"Agent {agent} was disabled a moment ago; try again in a second or two, once no "
+            "process takes messages for it."
         )
-    running = locked.tasks.filter(state__in=_RUNNING_STATES).count()
+    running = agent.tasks.filter(state__in=_RUNNING_STATES).count()
     if running:
-        raise ActionRefused(
+        return (
             f"Agent {agent} has {running} task{'s' if running != 1 else ''} with a run queued "
             "or in flight; wait for them to finish (or cancel them), then delete it."
         )
+    return ""
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent) -> dict[str, int]:
+    """Delete a disabled agent with everything it holds: its tasks (history, artifacts, events,
+    push configs and deliveries) and its own API keys, unless `agent_delete_refusal` says why
+    not (checked again here with the agent's row locked)."""
+    locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    if refusal := agent_delete_refusal(agent=locked):
+        raise ActionRefused(refusal)
     counts = agent_task_counts(agent=locked)
     locked.delete()
     return counts
 
 
-def _refuse_losing_the_last_owner(membership: Membership) -> None:
+def _lock_people(tenant_id: int) -> None:
+    """Changes to a tenant's people happen one after another: each locks the tenant's row
+    first (two owners demoting each other cannot both pass the last-owner check)."""
+    Tenant.objects.select_for_update().filter(pk=tenant_id).first()
+
+
+def _membership_locked(membership: Membership) -> Membership:
+    """The membership as it is now, read under the tenant's lock."""
+    _lock_people(membership.tenant_id)
+    current = Membership.objects.select_related("user", "tenant").filter(pk=membership.pk).first()
+    if current is None:
+        raise ActionRefused(f"{membership.user.get_username()} is no longer in this tenant.")
+    return current
+
+
+def membership_keeps_an_owner(membership: Membership) -> None:
     """A tenant that has owners keeps at least one (one with none is run by operators)."""
     if membership.role != Membership.Role.OWNER:
         return
-    others = Membership.objects.select_for_update().filter(
+    others = Membership.objects.filter(
         tenant_id=membership.tenant_id, role=Membership.Role.OWNER
-    )
-    if not len(others.exclude(pk=membership.pk)):
+    ).exclude(pk=membership.pk)
+    if not others.exists():
         raise ActionRefused(
             f"{membership.user.get_username()} is the last owner of tenant "
             f"{membership.tenant.slug}: make someone else an owner first."
         )
 
 
-@transaction.atomic
-def membership_add(*, tenant: Tenant, user: Any, role: str) -> Membership:
+def _role_check(role: str) -> None:
     if role not in Membership.Role.values:
         raise ActionRefused(f"{role!r} is not a role; use one of {', '.join(Membership.Role)}.")
+
+
+@transaction.atomic
+def membership_add(*, tenant: Tenant, user: Any, role: str) -> Membership:
+    _role_check(role)
+    _lock_people(tenant.pk)
     if Membership.objects.filter(tenant=tenant, user=user).exists():
         raise ActionRefused(f"{user.get_username()} is already in tenant {tenant.slug}.")
     return Membership.objects.create(tenant=tenant, user=user, role=role)
@@ -273,16 +309,17 @@ def membership_add(*, tenant: Tenant, user: Any, role: str) -> Membership:
 
 @transaction.atomic
 def membership_set_role(*, membership: Membership, role: str) -> Membership:
-    if role not in Membership.Role.values:
-        raise ActionRefused(f"{role!r} is not a role; use one of {', '.join(Membership.Role)}.")
+    _role_check(role)
+    current = _membership_locked(membership)
     if role != Membership.Role.OWNER:
-        _refuse_losing_the_last_owner(membership)
-    membership.role = role
-    membership.save(update_fields=["role"])
-    return membership
+        membership_keeps_an_owner(current)
+    current.role = role
+    current.save(update_fields=["role"])
+    return current
 
 
 @transaction.atomic
 def membership_remove(*, membership: Membership) -> None:
-    _refuse_losing_the_last_owner(membership)
-    membership.delete()
+    current = _membership_locked(membership)
+    membership_keeps_an_owner(current)
+    current.delete()

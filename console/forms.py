@@ -90,16 +90,18 @@ class AgentEditForm(AgentRegistrationForm):
 
 
 class PersonAddForm(forms.Form):
-    """Add someone to a tenant: an existing account by user name or email, or a new account
-    that gets a one-time link to set its password."""
+    """Add someone to a tenant: an existing account by its user name, or a new account that
+    gets a one-time link to set its password."""
 
-    who = forms.CharField(
+    username = forms.CharField(
         max_length=150,
-        label="User name or email",
-        help_text="An existing account joins at once; for someone new, give the user name "
-        "their account will have, and an email.",
+        label="User name",
+        help_text="An existing account joins at once. For someone new, the user name their "
+        "account will have: you get a link to pass on, with which they set a password.",
     )
-    email = forms.EmailField(required=False, help_text="For a new account only.")
+    email = forms.EmailField(
+        required=False, help_text="For a new account only, for the operators' records."
+    )
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
 
 

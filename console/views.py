@@ -11,10 +11,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from agents.cards import agent_base_url, agent_card_json, grpc_tenant
@@ -26,6 +27,7 @@ from agents.services import (
     agent_delete,
     agent_set_active,
     agent_task_counts,
+    agent_update,
     api_key_create,
 )
 
@@ -66,6 +68,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
+@sensitive_post_parameters("executor_secrets")
 @login_required
 def agent_new(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_or_404(request.user, tenant_slug)
@@ -230,13 +233,16 @@ def key_revoke(
 # --- an agent's life: edit, disable or enable, delete ----------------------------------------
 
 
+@sensitive_post_parameters("executor_secrets")
 @login_required
 def agent_edit(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
     agent = agent_or_404(request.user, tenant_slug, agent_slug)
     require_manager(request.user, agent.tenant)
     form = AgentEditForm(request.POST or None, instance=agent, tenant=agent.tenant)
     if request.method == "POST" and form.is_valid():
-        form.save()
+        with transaction.atomic():  # the fields and the secrets together, or neither
+            agent_update(agent=form.save(commit=False), fields=AgentEditForm.Meta.fields)
+            form.save_executor_secrets(agent)
         messages.success(
             request,
             f"Agent {agent.slug} saved; its card and every process follow within "
@@ -261,7 +267,12 @@ def agent_edit(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
 def agent_active(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
     agent = agent_or_404(request.user, tenant_slug, agent_slug)
     require_manager(request.user, agent.tenant)
-    active = request.POST.get("active") == "true"
+    value = request.POST.get("active")
+    if value not in ("true", "false"):
+        return HttpResponseBadRequest(
+            f"'active' must be true or false, not {str(value)[:20]!r}.", content_type="text/plain"
+        )
+    active = value == "true"
     agent_set_active(agent=agent, active=active)
     if active:
         messages.success(request, f"Agent {agent.slug} enabled: its URLs answer again.")

@@ -1,15 +1,17 @@
 """Console pages: the people of a tenant. Everyone in the tenant sees who is in it; owners and
-operators add people (an existing account, or a new one invited by a one-time link to set its
-password), change roles and remove people. A tenant that has owners always keeps one."""
+operators add people (an existing account by its user name, or a new one invited by a one-time
+link to set its password), change roles and remove people. A tenant that has owners always
+keeps one."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.tokens import default_token_generator
-from django.db import transaction
-from django.db.models import Q
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -32,13 +34,14 @@ from .scoping import can_manage, require_manager, tenant_or_404
 NEW_INVITE = "console_new_invite"
 
 
-def _invite_link(request: HttpRequest, user: object) -> str:
+def _invite_link(user: object) -> str:
     """A one-time link to set the account's password (Django's password-reset token: it stops
-    working once the password is set, and after PASSWORD_RESET_TIMEOUT)."""
+    working once the password is set, and after PASSWORD_RESET_TIMEOUT), on the platform's
+    public URL, like the agent cards."""
     uid = urlsafe_base64_encode(force_bytes(user.pk))  # type: ignore[attr-defined]
     token = default_token_generator.make_token(user)  # type: ignore[arg-type]
     path = reverse("console:welcome", kwargs={"uidb64": uid, "token": token})
-    return request.build_absolute_uri(path)
+    return settings.A2A_PUBLIC_BASE_URL + path
 
 
 def _membership_or_404(tenant: Tenant, pk: int) -> Membership:
@@ -65,6 +68,9 @@ def people(request: HttpRequest, tenant_slug: str) -> HttpResponse:
             "tenant": tenant,
             "memberships": tenant.memberships.select_related("user").order_by("user__username"),
             "can_manage": can_manage(request.user, tenant),
+            # Emails only to operators: an owner could otherwise read any account's email by
+            # adding it.
+            "show_emails": request.user.is_staff,
             "add_form": PersonAddForm(),
             "roles": Membership.Role.choices,
             "invite": invite,
@@ -86,35 +92,50 @@ def person_add(request: HttpRequest, tenant_slug: str) -> HttpResponse:
         for field, errors in form.errors.items():
             messages.error(request, f"Nobody added: {field}: {' '.join(errors)}")
         return _back(tenant)
-    who, email, role = (form.cleaned_data[k] for k in ("who", "email", "role"))
-    users = get_user_model().objects
-    user = users.filter(Q(username=who) | Q(email__iexact=who), is_active=True).first()
+    User = get_user_model()
+    # By user name only: an email is whatever an account's maker typed, so it says nothing
+    # about who holds the account.
+    username = User.normalize_username(form.cleaned_data["username"])
+    email, role = form.cleaned_data["email"], form.cleaned_data["role"]
+    user = User.objects.filter(username=username).first()
+    created = user is None
     try:
         with transaction.atomic():
-            created = user is None
             if created:
-                if "@" in who:
-                    raise ActionRefused(
-                        f"No account has the email {who}. To invite someone new, give the "
-                        "user name their account will have, and the email beside it."
-                    )
-                user = users.create_user(username=who, email=email)  # no usable password yet
+                user = _new_account(User, username, email)
+            elif not user.is_active:
+                raise ActionRefused(
+                    f"The account {username} is disabled; an operator can enable it in the admin."
+                )
             membership_add(tenant=tenant, user=user, role=role)
     except ActionRefused as exc:
         messages.error(request, f"Nobody added: {exc}")
         return _back(tenant)
+    except IntegrityError:  # the same account made a moment ago by another request
+        messages.error(request, f"Nobody added: {username} was added a moment ago; see below.")
+        return _back(tenant)
     if created:
         request.session[NEW_INVITE] = {
             "tenant": tenant.pk,
-            "username": user.get_username(),
-            "link": _invite_link(request, user),
+            "username": username,
+            "link": _invite_link(user),
         }
         messages.success(
-            request, f"Account {who} made and added as {role}: send them the link below."
+            request, f"Account {username} made and added as {role}: send them the link below."
         )
     else:
-        messages.success(request, f"{user.get_username()} added to {tenant.slug} as {role}.")
+        messages.success(request, f"{username} added to {tenant.slug} as {role}.")
     return _back(tenant)
+
+
+def _new_account(User: type, username: str, email: str) -> object:
+    """An account with no usable password yet, its name checked as Django's forms check it."""
+    try:
+        User.username_validator(username)
+    except ValidationError as exc:
+        problem = " ".join(exc.messages)
+        raise ActionRefused(f"{username!r} cannot be a user name: {problem}") from None
+    return User.objects.create_user(username=username, email=email)
 
 
 @login_required
@@ -128,12 +149,12 @@ def person_role(request: HttpRequest, tenant_slug: str, membership_id: int) -> H
         messages.error(request, f"Role not changed: {' '.join(form.errors.get('role', []))}")
         return _back(tenant)
     try:
-        membership_set_role(membership=membership, role=form.cleaned_data["role"])
+        changed = membership_set_role(membership=membership, role=form.cleaned_data["role"])
     except ActionRefused as exc:
         messages.error(request, f"Role not changed: {exc}")
     else:
         messages.success(
-            request, f"{membership.user.get_username()} is now {membership.role} of {tenant.slug}."
+            request, f"{changed.user.get_username()} is now {changed.role} of {tenant.slug}."
         )
     return _back(tenant)
 

@@ -68,7 +68,8 @@ stop() {
   local deadline=$((SECONDS + ${A2A_STOP_SECONDS:-10}))
   while [ "$SECONDS" -lt "$deadline" ] && kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.2; done
   for pid in "${pids[@]}"; do
-    ! kill -0 "$pid" 2>/dev/null || kill -KILL -- "-$pid" 2>/dev/null || true  # its group
+    # Its whole group, also when the process itself has gone and left children behind.
+    kill -KILL -- "-$pid" 2>/dev/null || true
   done
   wait 2>/dev/null || true
 }

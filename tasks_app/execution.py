@@ -148,8 +148,16 @@ async def run(
     try:
         executor = agent_executor_build(agent=agent)
     except Exception as exc:
-        logger.exception("Cannot build executor for agent %s", agent)
-        await fail(task_id, f"The agent's executor could not be started: {exc}")
+        # The constructor's own words may quote its arguments, and the secrets are among them:
+        # the client and the log then get the error's kind only.
+        kind = type(exc).__name__
+        if agent.executor_secrets_encrypted:
+            logger.error("Cannot build executor for agent %s: %s", agent, kind)
+            detail = f"{kind} (its message is withheld: it may quote the agent's secrets)"
+        else:
+            logger.exception("Cannot build executor for agent %s", agent)
+            detail = str(exc)
+        await fail(task_id, f"The agent's executor could not be started: {detail}")
         return False
     request = SendMessageRequest(message=message)
     if configuration:

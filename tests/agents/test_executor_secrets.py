@@ -323,3 +323,33 @@ def test_a_python_agent_gets_its_secret_in_a_run(
     task = asyncio.run(scenario()).task
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert [p.text for p in task.artifacts[0].parts] == [f"HELLO {SECRET}"]
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_an_executor_that_cannot_start_with_secrets_says_only_the_errors_kind(
+    live_platform, make_tenant, make_agent, make_key, settings
+):
+    # given a python agent whose secrets its class does not take: its constructor's error
+    # quotes what it was given
+    settings.A2A_PYTHON_EXECUTORS = [SHOUTING]
+    tenant = make_tenant()
+    agent = make_agent(
+        tenant,
+        "misfit",
+        kind="python",
+        config={"class_path": SHOUTING},
+        executor_secrets={"volume_of_" + SECRET.replace("-", "_"): SECRET},
+    )
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+
+    async def scenario():
+        async with sdk_client(url, key=key, version=V1_0) as client:
+            return await send(client, user_message("hello", "misfit-1"))
+
+    # when a message comes, then the task fails naming the kind of error, and nothing else
+    task = asyncio.run(scenario()).task
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    reason = " ".join(p.text for p in task.status.message.parts)
+    assert "TypeError (its message is withheld" in reason, reason
+    assert SECRET not in reason and SECRET.replace("-", "_") not in reason

@@ -165,7 +165,7 @@ def test_an_owner_replies_cancels_edits_disables_deletes_and_invites(
 
     # people: invite someone new as a member; the link is shown once
     page.click(f'a[href="/console/t/{tenant.slug}/people/"]')
-    page.fill("#person-form #id_who", "newcomer")
+    page.fill("#person-form #id_username", "newcomer")
     page.fill("#person-form #id_email", "newcomer@example.org")
     page.select_option("#person-form #id_role", "member")
     page.click("#person-form [type=submit]")

@@ -7,8 +7,10 @@ from __future__ import annotations
 import html
 import re
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -209,28 +211,51 @@ def people_url(tenant, name="console:people", **extra) -> str:
     return reverse(name, kwargs={"tenant_slug": tenant.slug, **extra})
 
 
-def test_an_owner_adds_an_existing_person_and_changes_their_role(client, world, django_user_model):
+def test_an_owner_adds_an_existing_person_by_user_name_and_changes_their_role(
+    client, world, django_user_model
+):
     a = world["a"]
     django_user_model.objects.create_user("dana", email="dana@example.org", password="pw")
     client.force_login(world["owner_a"])
     response = client.post(
-        people_url(a, "console:person-add"),
-        {"who": "dana@example.org", "role": "member"},
-        follow=True,
+        people_url(a, "console:person-add"), {"username": "dana", "role": "member"}, follow=True
     )
     assert any("dana added" in m for m in _messages(response))
     membership = Membership.objects.get(tenant=a, user__username="dana")
     assert membership.role == "member"
-    client.post(
-        people_url(a, "console:person-role", membership_id=membership.pk), {"role": "owner"}
+    # an owner does not see the emails of people (only operators do)
+    assert "dana@example.org" not in response.content.decode()
+    client.force_login(world["operator"])
+    assert "dana@example.org" in client.get(people_url(a)).content.decode()
+    client.force_login(world["owner_a"])
+    response = client.post(
+        people_url(a, "console:person-role", membership_id=membership.pk),
+        {"role": "owner"},
+        follow=True,
     )
+    assert any("dana is now owner" in m for m in _messages(response))
     membership.refresh_from_db()
     assert membership.role == "owner"
     # adding twice says so
     response = client.post(
-        people_url(a, "console:person-add"), {"who": "dana", "role": "member"}, follow=True
+        people_url(a, "console:person-add"), {"username": "dana", "role": "member"}, follow=True
     )
     assert any("already in tenant" in m for m in _messages(response))
+
+
+def test_a_bad_user_name_or_a_disabled_account_is_a_message_not_a_500(
+    client, world, django_user_model
+):
+    a = world["a"]
+    django_user_model.objects.create_user("gone", password="pw", is_active=False)
+    client.force_login(world["owner_a"])
+    add = people_url(a, "console:person-add")
+    response = client.post(add, {"username": "gone", "role": "member"}, follow=True)
+    assert any("The account gone is disabled" in m for m in _messages(response))
+    response = client.post(add, {"username": "bob smith", "role": "member"}, follow=True)
+    assert any("cannot be a user name" in m for m in _messages(response))
+    assert not django_user_model.objects.filter(username="bob smith").exists()
+    assert not Membership.objects.filter(tenant=a, user__username__in=["gone", "bob smith"])
 
 
 def test_an_invited_person_sets_a_password_by_a_link_that_works_once(
@@ -240,7 +265,7 @@ def test_an_invited_person_sets_a_password_by_a_link_that_works_once(
     client.force_login(world["owner_a"])
     response = client.post(
         people_url(a, "console:person-add"),
-        {"who": "erin", "email": "erin@example.org", "role": "member"},
+        {"username": "erin", "email": "erin@example.org", "role": "member"},
         follow=True,
     )
     page = response.content.decode()
@@ -251,8 +276,9 @@ def test_an_invited_person_sets_a_password_by_a_link_that_works_once(
     # shown once
     assert 'id="invite-link"' not in client.get(people_url(a)).content.decode()
 
+    assert link.startswith(settings.A2A_PUBLIC_BASE_URL + "/console/welcome/"), link
     client.logout()
-    path = link.split("testserver", 1)[1]
+    path = urlsplit(link).path
     form_page = client.get(path, follow=True)
     assert "Welcome, erin" in form_page.content.decode()
     set_url = form_page.redirect_chain[-1][0]
@@ -286,7 +312,9 @@ def test_the_last_owner_stays_and_members_do_not_manage_people(client, world, dj
     page = client.get(people_url(a)).content.decode()
     assert "owner_a" in page and 'id="person-form"' not in page
     assert (
-        client.post(people_url(a, "console:person-add"), {"who": "x", "role": "owner"}).status_code
+        client.post(
+            people_url(a, "console:person-add"), {"username": "x", "role": "owner"}
+        ).status_code
         == 403
     )
     assert (
@@ -348,3 +376,46 @@ def test_an_owner_sets_a_python_agents_secrets_which_are_never_shown(client, wor
     response = client.post(agent_url(agent, "console:agent-edit"), form)
     assert response.status_code == 200 and "suffix" in response.content.decode()
     assert secret not in response.content.decode()
+
+
+def test_a_bad_active_value_is_refused_not_taken_as_disable(client, world):
+    agent = world["agent_a"]
+    client.force_login(world["owner_a"])
+    response = client.post(agent_url(agent, "console:agent-active"), {"active": "True"})
+    assert response.status_code == 400 and b"'active' must be true or false" in response.content
+    agent.refresh_from_db()
+    assert agent.is_active
+
+
+@override_settings(A2A_AUTH_CACHE_SECONDS=0.0)
+def test_the_admin_keeps_the_consoles_rules_for_deleting_agents_and_the_last_owner(client, world):
+    agent, a = world["agent_a"], world["a"]
+    operator = world["operator"]
+    operator.is_superuser = True
+    operator.save()
+    client.force_login(operator)
+    # an active agent cannot be deleted from the admin, and there is no bulk delete
+    delete = reverse("admin:agents_agent_delete", args=[agent.pk])
+    assert client.get(delete).status_code == 403
+    changelist = client.get(reverse("admin:agents_agent_changelist")).content.decode()
+    assert "delete_selected" not in changelist
+    # disabled a while ago, it goes through agent_delete
+    Agent.objects.filter(pk=agent.pk).update(
+        is_active=False, updated_at=timezone.now() - timedelta(seconds=5)
+    )
+    done = _task(agent, "TASK_STATE_COMPLETED")
+    confirm = client.get(delete).content.decode()
+    assert "with its 1 tasks" in confirm, confirm
+    response = client.post(delete, {"post": "yes"})
+    assert response.status_code == 302
+    assert not Agent.objects.filter(pk=agent.pk).exists()
+    assert not Task.objects.filter(pk=done.pk).exists()
+    # the last owner can be neither demoted nor deleted
+    owner = Membership.objects.get(tenant=a, role="owner")
+    change = reverse("admin:agents_membership_change", args=[owner.pk])
+    form = {"user": owner.user_id, "tenant": a.pk, "role": "member"}
+    response = client.post(change, form)
+    assert response.status_code == 200 and "last owner" in response.content.decode()
+    assert client.get(reverse("admin:agents_membership_delete", args=[owner.pk])).status_code == 403
+    owner.refresh_from_db()
+    assert owner.role == "owner"

@@ -64,7 +64,7 @@
   replyForm.addEventListener("submit", async function (event) {
     event.preventDefault();
     const message = {
-      messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text: replyText.value }],
+      messageId: window.consoleMessageId(), role: "ROLE_USER", parts: [{ text: replyText.value }],
       taskId: box.dataset.taskId, contextId: box.dataset.contextId,
     };
     if (await act("Reply", "SendMessage", { message, configuration: { returnImmediately: true } })) {

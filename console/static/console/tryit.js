@@ -77,7 +77,7 @@
     if (key) { headers["X-API-Key"] = key; sessionStorage.setItem(storageKey, key); }
     const request = {
       jsonrpc: "2.0", id: 1, method: "SendStreamingMessage",
-      params: {message: {messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{text: textInput.value}]}},
+      params: {message: {messageId: window.consoleMessageId(), role: "ROLE_USER", parts: [{text: textInput.value}]}},
     };
     try {
       const response = await fetch(box.dataset.endpoint, {method: "POST", headers, body: JSON.stringify(request), credentials: "omit"});
