@@ -16,6 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 from jwt.algorithms import ECAlgorithm
 
+from tasks_app.models import RUNNING_STATES
+
 from . import crypto
 from .auth import hash_secret, new_key_material
 from .executors import executor_config_validate, executor_secrets_check
@@ -198,10 +200,6 @@ class ActionRefused(ValueError):
     """A change the rules do not allow now; the message says why and what to do instead."""
 
 
-# Tasks whose run is queued or in flight: a worker may still write to them.
-_RUNNING_STATES = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
-
-
 @transaction.atomic
 def agent_set_active(*, agent: Agent, active: bool) -> Agent:
     """Disable or enable an agent. Disabled, its URLs answer "agent not found" on every
@@ -226,7 +224,7 @@ def agent_task_counts(*, agent: Agent) -> dict[str, int]:
     tasks = agent.tasks.all()
     return {
         "tasks": tasks.count(),
-        "running": tasks.filter(state__in=_RUNNING_STATES).count(),
+        "running": tasks.filter(state__in=RUNNING_STATES).count(),
         "keys": agent.api_keys.count(),
     }
 
@@ -242,7 +240,7 @@ def agent_delete_refusal(*, agent: Agent) -> str:
             f"Agent {agent} was disabled a moment ago; try again in a second or two, once no "
             "process takes messages for it."
         )
-    running = agent.tasks.filter(state__in=_RUNNING_STATES).count()
+    running = agent.tasks.filter(state__in=RUNNING_STATES).count()
     if running:
         return (
             f"Agent {agent} has {running} task{'s' if running != 1 else ''} with a run queued "

@@ -20,6 +20,10 @@ INTERRUPTED_STATES = frozenset(
     TaskState.Name(s)
     for s in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
 )
+# A task whose run is queued or in flight: a worker may still write to it.
+RUNNING_STATES = frozenset(
+    TaskState.Name(s) for s in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+)
 STATE_CHOICES = [(name, name) for name in TaskState.keys() if name != "TASK_STATE_UNSPECIFIED"]
 
 

@@ -298,29 +298,31 @@ def test_create_agent_refuses_bad_secrets_without_printing_them(
 # --- through the live platform ------------------------------------------------------------
 
 
-@pytest.mark.e2e
-@pytest.mark.django_db(transaction=True)
-def test_a_python_agent_gets_its_secret_in_a_run(
-    live_platform, make_tenant, make_agent, make_key, settings
-):
-    # agent_create validates here; the live worker's own env allowlists ShoutingExecutor, and
-    # it decrypts with this process's keys (its env is this process's).
-    settings.A2A_PYTHON_EXECUTORS = [SHOUTING]
+def _run_once(live_platform, make_tenant, make_agent, make_key, slug, secrets):
+    """One message to a new python agent (ShoutingExecutor) with `secrets`, on the live
+    platform; the task as the SDK client got it. agent_create validates here; the live
+    worker's own env allowlists ShoutingExecutor, and it decrypts with this process's keys
+    (its env is this process's)."""
     tenant = make_tenant()
     agent = make_agent(
-        tenant,
-        "shouter",
-        kind="python",
-        config={"class_path": SHOUTING},
-        executor_secrets={"suffix": f" {SECRET}"},
+        tenant, slug, kind="python", config={"class_path": SHOUTING}, executor_secrets=secrets
     )
     url, key = live_platform.agent_url(agent), make_key(tenant)
 
     async def scenario():
         async with sdk_client(url, key=key, version=V1_0) as client:
-            return await send(client, user_message("hello", "secret-1"))
+            return await send(client, user_message("hello", f"{slug}-1"))
 
-    task = asyncio.run(scenario()).task
+    return asyncio.run(scenario()).task
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_python_agent_gets_its_secret_in_a_run(
+    live_platform, make_tenant, make_agent, make_key, allowlist
+):
+    secrets = {"suffix": f" {SECRET}"}
+    task = _run_once(live_platform, make_tenant, make_agent, make_key, "shouter", secrets)
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert [p.text for p in task.artifacts[0].parts] == [f"HELLO {SECRET}"]
 
@@ -328,27 +330,13 @@ def test_a_python_agent_gets_its_secret_in_a_run(
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_an_executor_that_cannot_start_with_secrets_says_only_the_errors_kind(
-    live_platform, make_tenant, make_agent, make_key, settings
+    live_platform, make_tenant, make_agent, make_key, allowlist
 ):
     # given a python agent whose secrets its class does not take: its constructor's error
     # quotes what it was given
-    settings.A2A_PYTHON_EXECUTORS = [SHOUTING]
-    tenant = make_tenant()
-    agent = make_agent(
-        tenant,
-        "misfit",
-        kind="python",
-        config={"class_path": SHOUTING},
-        executor_secrets={"volume_of_" + SECRET.replace("-", "_"): SECRET},
-    )
-    url, key = live_platform.agent_url(agent), make_key(tenant)
-
-    async def scenario():
-        async with sdk_client(url, key=key, version=V1_0) as client:
-            return await send(client, user_message("hello", "misfit-1"))
-
+    secrets = {"volume_of_" + SECRET.replace("-", "_"): SECRET}
     # when a message comes, then the task fails naming the kind of error, and nothing else
-    task = asyncio.run(scenario()).task
+    task = _run_once(live_platform, make_tenant, make_agent, make_key, "misfit", secrets)
     assert task.status.state == TaskState.TASK_STATE_FAILED
     reason = " ".join(p.text for p in task.status.message.parts)
     assert "TypeError (its message is withheld" in reason, reason

@@ -29,12 +29,10 @@ from tasks_app.models import TERMINAL_STATES
 
 from ..e2e.webhook import Receiver, answer
 
-pytest.importorskip(
-    "playwright.sync_api",
-    reason="browser tests need the Python package playwright: "
-    "`.venv/bin/pip install 'playwright>=1.45,<2'` or `make setup`",
-)
-from playwright.sync_api import expect  # noqa: E402
+try:
+    from playwright.sync_api import expect
+except ImportError:  # conftest's require() names it: a failure in CI, a skip elsewhere
+    expect = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

@@ -17,10 +17,15 @@ import pytest
 from agents.models import Agent, Membership
 from tasks_app.models import Task
 
-from .test_console import PASSWORD, Shot, log_in, message, rpc, wait_until
-
-pytest.importorskip("playwright.sync_api")
-from playwright.sync_api import expect  # noqa: E402
+from .test_console import (
+    PASSWORD,
+    Shot,
+    expect,  # None without playwright: conftest's require() says so
+    log_in,
+    message,
+    rpc,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page

@@ -15,7 +15,6 @@ stopping the others, with that process's exit status.
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import socket
@@ -26,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from a2a_platform.startup import port_in_use
 from agents.crypto import encryption_keys_check
 from tasks_app.doorbell import shared_layer
 
@@ -40,18 +40,18 @@ def listen(bind: str, port: int, count: int) -> list[socket.socket]:
     binding once without SO_REUSEPORT first."""
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
     try:
-        socket.create_server((bind, port), family=family).close()
+        taken = port_in_use(bind, port)
         sockets = [
             socket.create_server((bind, port), family=family, backlog=1024, reuse_port=count > 1)
-            for _ in range(count)
+            for _ in range(0 if taken else count)
         ]
     except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise CommandError(
-                f"Port {port} on {bind} is already in use: stop what listens there, or choose "
-                "another port (PORT=8001 make run)."
-            ) from exc
         raise CommandError(f"Cannot listen on {bind}:{port}: {exc.strerror}") from exc
+    if taken:
+        raise CommandError(
+            f"Port {port} on {bind} is already in use: stop what listens there, or choose "
+            "another port (PORT=8001 make run)."
+        )
     for sock in sockets:
         sock.set_inheritable(True)
     return sockets
