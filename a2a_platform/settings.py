@@ -446,7 +446,7 @@ A2A_GRPC_METRICS_LISTEN = (
 )
 
 
-# --- Push notifications: the SSRF guard (push_app/ssrf.py) ---
+# --- Push notifications: the SSRF guard (a2a_platform/ssrf.py) ---
 # Push URLs must reach the public internet; these let an operator open chosen hosts (exact
 # names, case-insensitive) or networks (CIDRs). Production leaves both empty; `make run` and
 # the tests allowlist loopback. (Imports are local: this block is kept self-contained.)
@@ -492,6 +492,15 @@ def _push_allowed_networks(name: str) -> list[str]:
 A2A_PUSH_ALLOWED_HOSTS = _push_allowed_hosts("A2A_PUSH_ALLOWED_HOSTS")
 A2A_PUSH_ALLOWED_NETWORKS = _push_allowed_networks("A2A_PUSH_ALLOWED_NETWORKS")
 A2A_PUSH_TIMEOUT_SECONDS = _positive_float("A2A_PUSH_TIMEOUT_SECONDS", 10.0)
+
+# --- Agents' outbound requests (the openai, a2a-proxy and webhook executors) ---
+# The same guard as push, with its own exceptions: an operator may let agents reach an internal
+# model server without letting push configs reach it. `make run` allowlists loopback (its demo
+# proxy fronts an agent of the same platform). The timeout is each request's default; a kind's
+# config may set its own.
+A2A_AGENT_ALLOWED_HOSTS = _push_allowed_hosts("A2A_AGENT_ALLOWED_HOSTS")
+A2A_AGENT_ALLOWED_NETWORKS = _push_allowed_networks("A2A_AGENT_ALLOWED_NETWORKS")
+A2A_AGENT_TIMEOUT_SECONDS = _positive_float("A2A_AGENT_TIMEOUT_SECONDS", 60.0)
 
 # --- Push delivery: retries with exponential backoff and full jitter ---
 # Defaults: 12 attempts, 30 s doubling up to 6 h between them, about 20 hours in all.

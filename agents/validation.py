@@ -10,7 +10,11 @@ from django.core.exceptions import ValidationError
 from google.protobuf.json_format import ParseDict, ParseError
 
 from .crypto import DecryptionFailed
-from .executors import executor_config_validate, executor_secrets_check
+from .executors import (
+    executor_config_save_check,
+    executor_config_validate,
+    executor_secrets_check,
+)
 from .executors.secrets import FIELD as SECRETS_FIELD
 from .executors.secrets import executor_secret_names
 from .models import Agent, ApiKey
@@ -24,10 +28,12 @@ def agent_validate(agent: Agent, *, secret_names: Collection[str] | None = None)
     """Normalise and check the fields Django cannot check alone. Raises ValidationError.
 
     The executor config is checked against the secrets the agent will have: `secret_names`,
-    or by default the ones it has stored."""
+    or by default the ones it has stored; the URLs it names pass the SSRF guard (which
+    resolves them: blocking)."""
     agent.executor_config = executor_config_validate(
         kind=agent.executor_kind, config=agent.executor_config
     )
+    executor_config_save_check(kind=agent.executor_kind, config=agent.executor_config)
     errors: dict[str, str] = {}
     if secret_names is None:
         try:

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 from google.protobuf.json_format import ParseDict
 
+from a2a_platform.ssrf import UnsafeUrl, guarded_client
 from agents.crypto import decrypt
 from agents.signing import push_signature
 from tasks_app import dialects
@@ -37,7 +38,6 @@ from tasks_app.streams import SETTLED_STATES
 
 from .models import Delivery, DeliveryAttempt, PushConfig
 from .services import push_config_headers
-from .ssrf import UnsafeUrl, guarded_client
 
 logger = logging.getLogger(__name__)
 

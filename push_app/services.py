@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from a2a_platform.ssrf import UnsafeUrl, url_check
 from agents.auth import Principal
 from agents.crypto import decrypt, encrypt
 from agents.models import Agent
@@ -29,7 +30,6 @@ from tasks_app.models import Task, TaskEvent
 from tasks_app.selectors import task_get_row
 
 from .models import Delivery, PushConfig
-from .ssrf import UnsafeUrl, url_check
 
 MAX_PAGE_SIZE = 100
 

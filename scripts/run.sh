@@ -39,6 +39,7 @@ export A2A_PUBLIC_BASE_URL="${A2A_PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
 } > "$A2A_VAR_DIR/run.env"
 # The development profile may push to webhooks on this machine (production allowlists nothing).
 export A2A_PUSH_ALLOWED_NETWORKS="${A2A_PUSH_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
+export A2A_AGENT_ALLOWED_NETWORKS="${A2A_AGENT_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
 export A2A_METRICS_OPEN="${A2A_METRICS_OPEN-true}"  # a development machine: /metrics without a token
 
 $PY manage.py migrate --noinput >/dev/null

@@ -24,11 +24,18 @@ from google.protobuf.json_format import ParseDict
 
 from a2a_platform.db import db
 from agents.executors import agent_executor_build
+from agents.executors.platform import STATE_KEY
 
 from .errors import A2AError
 from .models import Task
-from .selectors import task_for_run
-from .services import task_claim, task_end, task_events_record
+from .selectors import (
+    context_executor_state,
+    context_messages_before,
+    executor_state,
+    task_for_run,
+)
+from .services import executor_state_save, task_claim, task_end, task_events_record
+from .streams import SETTLED_STATES, EventFollower
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +96,50 @@ class PlatformEventQueue(EventQueue):
             self._pending.clear()  # after an error nothing more is stored
         finally:
             self._writer = None
+
+
+class Run:
+    """The platform's side of one run, for the kinds that need more than the SDK's context
+    (agents.executors.platform.PlatformRun: the conversation, state kept between the runs of
+    a task, events written from outside the run)."""
+
+    def __init__(self, task: Task, queue: PlatformEventQueue) -> None:
+        self.task_id = str(task.pk)
+        self.context_id = task.context_id
+        self.agent_path = f"{task.agent.tenant.slug}/{task.agent.slug}"
+        self.owner = task.owner
+        self._pk = task.pk
+        self._queue = queue
+
+    async def conversation(self, *, earlier: int) -> list[MessageProto]:
+        return await db(context_messages_before)(task_id=self._pk, limit=earlier)
+
+    async def state(self) -> dict[str, Any]:
+        return await db(executor_state)(task_id=self._pk)
+
+    async def state_save(self, data: dict[str, Any]) -> None:
+        await db(executor_state_save)(task_id=self._pk, data=data)
+
+    async def context_state(self) -> dict[str, Any]:
+        return await db(context_executor_state)(task_id=self._pk)
+
+    async def events_mark(self) -> int:
+        await self._queue.flush()
+        return await db(_last_seq)(self._pk)
+
+    async def wait_settled(self, *, after: int, timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        async with EventFollower(self._pk, after, ends_at=SETTLED_STATES) as follower:
+            await follower.settled(deadline=loop.time() + timeout)
+        return await db(_settled_after)(self._pk, after)
+
+
+def _last_seq(task_pk: uuid.UUID) -> int:
+    return Task.objects.values_list("last_seq", flat=True).get(pk=task_pk)
+
+
+def _settled_after(task_pk: uuid.UUID, seq: int) -> bool:
+    return Task.objects.filter(pk=task_pk, state__in=SETTLED_STATES, last_seq__gt=seq).exists()
 
 
 class Stop:
@@ -174,6 +225,7 @@ async def run(
         task=current,
     )
     queue = PlatformEventQueue(task_id)
+    context.call_context.state[STATE_KEY] = Run(task, queue)
     execution = asyncio.ensure_future(executor.execute(context, queue))
     stopping = asyncio.ensure_future(stop.event.wait())
     try:

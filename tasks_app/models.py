@@ -208,3 +208,19 @@ class TaskEvent(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["task", "seq"], name="task_event_seq_unique")
         ]
+
+
+class ExecutorState(models.Model):
+    """What an agent's executor keeps between the runs of a task: an `a2a-proxy`'s upstream
+    task and context ids, a `webhook` run's callback token digest. The platform's own: no
+    binding shows it (a client could otherwise point a proxy at another upstream task).
+    Written by `services.executor_state_save`, read by the run (`selectors.executor_state`)."""
+
+    task = models.OneToOneField(
+        Task, on_delete=models.CASCADE, primary_key=True, related_name="executor_state"
+    )
+    data = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"state of {self.task_id}"

@@ -28,7 +28,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from . import rowsql
 from .errors import InvalidParamsError, UnsupportedOperationError, task_not_found
-from .models import Artifact, Message, Task, TaskCount, TaskEvent
+from .models import Artifact, ExecutorState, Message, Task, TaskCount, TaskEvent
 
 if TYPE_CHECKING:
     from agents.auth import Principal
@@ -548,3 +548,64 @@ def _uuid(value: str) -> uuid.UUID:
         return uuid.UUID(value)
     except ValueError:
         raise InvalidParamsError("'pageToken' is malformed; start again without it.") from None
+
+
+# --- what a run reads beside its task (agents.executors.platform.PlatformRun) ------------------
+
+
+def executor_state(*, task_id: uuid.UUID) -> dict[str, Any]:
+    """What the task's executor kept (services.executor_state_save); {} when nothing."""
+    data = ExecutorState.objects.filter(task_id=task_id).values_list("data", flat=True).first()
+    return data or {}
+
+
+def _earlier_in_context(task_id: uuid.UUID) -> QuerySet[Task]:
+    """The tasks of the same conversation before this one: the same agent, owner and context,
+    created earlier (one owner's conversation never reaches another's)."""
+    task = Task.objects.only("agent_id", "owner", "context_id", "created_at").get(pk=task_id)
+    return Task.objects.filter(
+        agent_id=task.agent_id,
+        owner=task.owner,
+        context_id=task.context_id,
+        created_at__lt=task.created_at,
+    )
+
+
+def context_executor_state(*, task_id: uuid.UUID) -> dict[str, Any]:
+    """The state the executor kept for the latest earlier task of the conversation; {}."""
+    data = (
+        ExecutorState.objects.filter(task__in=_earlier_in_context(task_id))
+        .order_by("-task__created_at")
+        .values_list("data", flat=True)
+        .first()
+    )
+    return data or {}
+
+
+def context_messages_before(*, task_id: uuid.UUID, limit: int) -> list[MessageProto]:
+    """The last `limit` messages of the conversation's earlier tasks, oldest first: each task's
+    history, then its final status message (an agent's answer that no later status moved into
+    the history)."""
+    if limit <= 0:
+        return []
+    earlier = list(
+        _earlier_in_context(task_id)
+        .order_by("-created_at", "-id")
+        .values_list("id", "status_message")[:limit]
+    )
+    if not earlier:
+        return []
+    histories: dict[uuid.UUID, list[dict[str, Any]]] = {pk: [] for pk, _ in earlier}
+    for pk, data in (
+        Message.objects.filter(task_id__in=histories)
+        .order_by("task_id", "position")
+        .values_list("task_id", "data")
+    ):
+        histories[pk].append(data)
+    messages: list[dict[str, Any]] = []
+    for pk, status_message in reversed(earlier):  # oldest task first
+        messages.extend(histories[pk])
+        ids = {m.get("messageId") for m in histories[pk]}
+        if status_message and status_message.get("messageId") not in ids:
+            messages.append(status_message)
+    return [ParseDict(m, MessageProto(), ignore_unknown_fields=True) for m in messages[-limit:]]

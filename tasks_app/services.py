@@ -47,6 +47,7 @@ from .models import (
     TASK_COUNT_SHARDS,
     TERMINAL_STATES,
     Artifact,
+    ExecutorState,
     Message,
     Task,
     TaskCount,
@@ -879,3 +880,8 @@ def tasks_reap(*, now: Any = None) -> list[uuid.UUID]:
             reaped.append(task_id)
         task_release(task_id=task_id)
     return reaped
+
+
+def executor_state_save(*, task_id: uuid.UUID, data: dict[str, Any]) -> None:
+    """Keep what a task's executor needs on its next run (selectors.executor_state)."""
+    ExecutorState.objects.update_or_create(task_id=task_id, defaults={"data": data})

@@ -160,6 +160,7 @@ def live_platform(
         "A2A_GRPC_PUBLIC_ADDRESS": grpc_address,
         # Push webhooks go to receivers on this machine; retries come quickly.
         "A2A_PUSH_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
+        "A2A_AGENT_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
         "A2A_METRICS_OPEN": "true",
         "A2A_PUSH_BACKOFF_BASE_SECONDS": "0.2",
         "A2A_PUSH_BACKOFF_MAX_SECONDS": "1",

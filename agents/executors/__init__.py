@@ -4,12 +4,14 @@ Each kind has a pydantic model that validates the agent's ``executor_config`` (u
 keys are rejected, so a typo is reported instead of silently ignored) and a factory that
 builds an ``a2a-sdk`` ``AgentExecutor`` from the validated config. A kind may also take the
 agent's secrets (``secrets.py``: encrypted at rest, write-only), which its factory receives
-decrypted beside the config.
+decrypted beside the config: free names (``python``: its constructor's keyword arguments) or
+the fixed names it lists (``openai``'s ``api_key``). A kind that calls out has a save-time check
+(the SSRF guard resolves its URLs) and a "test connection".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +20,7 @@ from django.core.exceptions import ValidationError
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
-from . import conformance, echo, python
+from . import a2a_proxy, conformance, echo, openai_chat, python, webhook
 from .secrets import FIELD as SECRETS_FIELD
 from .secrets import executor_secrets_open
 
@@ -36,6 +38,19 @@ class ExecutorKind:
     # For a kind that takes secrets: which of the given secret names its validated config
     # sets as well (a name comes from one place only). None: the kind takes no secrets.
     secret_clashes: Callable[[Any, Collection[str]], list[str]] | None = None
+    # For a kind whose secrets have fixed names: those names (each optional unless the
+    # kind's factory says otherwise). Empty: free names (secret_clashes) or none.
+    secret_names: tuple[str, ...] = ()
+    # Checks at save time that the model cannot make (the SSRF guard resolves hosts, which
+    # must not happen on a run's event loop): the validated config -> {field: problem}.
+    save_check: Callable[[Any], dict[str, str]] | None = None
+    # "Test connection": reaches the kind's outside service with the validated config and
+    # the secrets; one line saying what answered, or outbound.ConnectionTestFailed.
+    connection_test: Callable[[Any, Mapping[str, str]], Awaitable[str]] | None = None
+
+    @property
+    def takes_secrets(self) -> bool:
+        return self.secret_clashes is not None or bool(self.secret_names)
 
 
 REGISTRY: dict[str, ExecutorKind] = {
@@ -59,6 +74,33 @@ REGISTRY: dict[str, ExecutorKind] = {
             python.PythonConfig,
             python.build,
             python.secret_clashes,
+        ),
+        ExecutorKind(
+            "openai",
+            "A model behind any OpenAI-compatible chat-completions endpoint.",
+            openai_chat.OpenAIConfig,
+            openai_chat.build,
+            secret_names=openai_chat.SECRET_NAMES,
+            save_check=openai_chat.save_check,
+            connection_test=openai_chat.connection_test,
+        ),
+        ExecutorKind(
+            "a2a-proxy",
+            "A front for an A2A agent hosted elsewhere.",
+            a2a_proxy.ProxyConfig,
+            a2a_proxy.build,
+            secret_names=a2a_proxy.SECRET_NAMES,
+            save_check=a2a_proxy.save_check,
+            connection_test=a2a_proxy.connection_test,
+        ),
+        ExecutorKind(
+            "webhook",
+            "A bridge to your own HTTP service.",
+            webhook.WebhookConfig,
+            webhook.build,
+            secret_names=webhook.SECRET_NAMES,
+            save_check=webhook.save_check,
+            connection_test=webhook.connection_test,
         ),
     )
 }
@@ -93,13 +135,24 @@ def executor_secrets_check(*, kind: str, config: dict[str, Any], names: Collecti
     if not names or kind not in REGISTRY:
         return
     spec = REGISTRY[kind]
-    if spec.secret_clashes is None:
+    if not spec.takes_secrets:
         raise ValidationError(
             {
                 SECRETS_FIELD: f"The {kind} executor takes no secrets; clear them "
                 f"({', '.join(sorted(names))})."
             }
         )
+    if spec.secret_names:
+        unknown = sorted(set(names) - set(spec.secret_names))
+        if unknown:
+            raise ValidationError(
+                {
+                    SECRETS_FIELD: f"The {kind} executor takes the secrets "
+                    f"{', '.join(spec.secret_names)} only, not {', '.join(unknown)}."
+                }
+            )
+        return
+    assert spec.secret_clashes is not None
     clashes = spec.secret_clashes(spec.config_model.model_validate(config), names)
     if clashes:
         raise ValidationError(
@@ -119,9 +172,35 @@ def executor_build(
     executor_secrets_check(kind=kind, config=config, names=secrets)
     spec = REGISTRY[kind]
     model = spec.config_model.model_validate(config)
-    if spec.secret_clashes is None:
+    if not spec.takes_secrets:
         return spec.factory(model)
     return spec.factory(model, secrets)
+
+
+def executor_config_save_check(*, kind: str, config: dict[str, Any]) -> None:
+    """The checks of a (valid) config that run when an agent is saved, not at each run: the
+    SSRF guard on its URLs. Blocking (it resolves host names). Raises ValidationError keyed
+    "executor_config", each problem naming its field."""
+    spec = REGISTRY[kind]
+    if spec.save_check is None:
+        return
+    problems = spec.save_check(spec.config_model.model_validate(config))
+    if problems:
+        raise ValidationError(
+            {"executor_config": [f"{field}: {problem}" for field, problem in problems.items()]}
+        )
+
+
+async def executor_connection_test(
+    *, kind: str, config: dict[str, Any], secrets: Mapping[str, str]
+) -> str:
+    """Reach the outside service of an agent of this kind (config valid, secrets checked): one
+    line of what answered. Raises outbound.ConnectionTestFailed, or LookupError for a kind
+    that has nothing to reach."""
+    spec = REGISTRY[kind]
+    if spec.connection_test is None:
+        raise LookupError(f"The {kind} executor reaches no outside service.")
+    return await spec.connection_test(spec.config_model.model_validate(config), dict(secrets))
 
 
 def agent_executor_build(*, agent: Agent) -> AgentExecutor:

@@ -28,8 +28,8 @@ def errors_of(excinfo: pytest.ExceptionInfo[ValidationError]) -> dict[str, list[
     return excinfo.value.message_dict
 
 
-def test_registry_has_the_three_kinds():
-    assert set(REGISTRY) == {"echo", "conformance", "python"}
+def test_registry_has_the_six_kinds():
+    assert set(REGISTRY) == {"echo", "conformance", "python", "openai", "a2a-proxy", "webhook"}
 
 
 def test_valid_configs_are_normalised_with_defaults():

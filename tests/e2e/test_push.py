@@ -21,9 +21,9 @@ import httpx
 import jwt
 import pytest
 
+from a2a_platform.ssrf import UnsafeUrl, url_check
 from agents.signing import PushSignatureInvalid, push_signature_verify
 from push_app.models import Delivery, DeliveryAttempt, PushConfig
-from push_app.ssrf import UnsafeUrl, url_check
 from tasks_app.models import TaskEvent
 
 from .webhook import Received, Receiver, answer

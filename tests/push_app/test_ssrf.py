@@ -26,7 +26,7 @@ from cryptography.x509.oid import NameOID
 from django.core.exceptions import ImproperlyConfigured
 
 from a2a_platform import settings as settings_module
-from push_app.ssrf import UnsafeUrl, guarded_async_client, guarded_client, url_check
+from a2a_platform.ssrf import UnsafeUrl, guarded_async_client, guarded_client, url_check
 
 REAL_GETADDRINFO = socket.getaddrinfo
 

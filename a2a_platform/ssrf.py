@@ -1,18 +1,23 @@
-"""The SSRF guard for push notifications: push URLs reach the public internet, nothing else.
+"""The SSRF guard of every outbound request: push deliveries and the requests agents make (the
+`openai`, `a2a-proxy` and `webhook` executors) reach the public internet, nothing else.
 
-Two checks share one rule. `url_check` vets a URL when a push config is created (the service
-answers InvalidParams with `UnsafeUrl.reason`). `guarded_async_client` / `guarded_client` make
-the delivery's HTTP client enforce it again at connect time: the host is resolved once more,
-every address is checked, and the socket is opened to a checked address, so a name that
-resolves to a public address at creation and to 10.0.0.5 at delivery (DNS rebinding) is still
-refused. The Host header, TLS SNI and certificate verification keep the URL's host name.
+Two checks share one rule. `url_check` vets a URL when it is configured (a push config is
+created, an agent is saved: the caller shows `UnsafeUrl.reason`). `guarded_async_client` /
+`guarded_client` make the HTTP client enforce it again at connect time: the host is resolved
+once more, every address is checked, and the socket is opened to a checked address, so a name
+that resolves to a public address at creation and to 10.0.0.5 at delivery (DNS rebinding) is
+still refused. The Host header, TLS SNI and certificate verification keep the URL's host name.
 
 The rule: an address is refused when it is loopback, private (RFC 1918, fc00::/7), link-local,
 multicast, unspecified, reserved, in the shared address space (100.64.0.0/10), a cloud metadata
 address, or otherwise not globally routable; a host is refused when ANY of its addresses is.
-IPv4-mapped, NAT64 and 6to4 IPv6 addresses are judged by the IPv4 address they carry. An
-operator opens exceptions with A2A_PUSH_ALLOWED_HOSTS (exact names) and
-A2A_PUSH_ALLOWED_NETWORKS (CIDRs); the settings are read on every check, not cached.
+IPv4-mapped, NAT64 and 6to4 IPv6 addresses are judged by the IPv4 address they carry.
+
+Each purpose has its own `Policy`: the words its refusals use, and the settings with which an
+operator opens exceptions (exact host names, CIDRs) and sets the default timeout: PUSH
+(A2A_PUSH_ALLOWED_HOSTS, A2A_PUSH_ALLOWED_NETWORKS) and AGENT (A2A_AGENT_ALLOWED_HOSTS,
+A2A_AGENT_ALLOWED_NETWORKS), so that allowing an internal model server for agents does not
+let push configs reach it too. The settings are read on every check, not cached.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import re
 import socket
 import ssl
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
@@ -56,47 +62,71 @@ _HOST_CHARACTERS = re.compile(r"[A-Za-z0-9._:-]+")  # names, IPv4 and IPv6 liter
 _DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's
 
 
+@dataclass(frozen=True)
+class Policy:
+    """Who the guard checks for: what its refusals call the URL, and the settings that open
+    exceptions and give the default timeout."""
+
+    what: str
+    hosts_setting: str
+    networks_setting: str
+    timeout_setting: str
+
+
+PUSH = Policy(
+    "push URL", "A2A_PUSH_ALLOWED_HOSTS", "A2A_PUSH_ALLOWED_NETWORKS", "A2A_PUSH_TIMEOUT_SECONDS"
+)
+AGENT = Policy(
+    "agent URL",
+    "A2A_AGENT_ALLOWED_HOSTS",
+    "A2A_AGENT_ALLOWED_NETWORKS",
+    "A2A_AGENT_TIMEOUT_SECONDS",
+)
+
+
 class UnsafeUrl(Exception):
-    """A push URL the guard refuses; `reason` is one sentence fit to show the tenant."""
+    """A URL the guard refuses; `reason` is one sentence fit to show the tenant."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
 
-def url_check(url: str) -> None:
+def url_check(url: str, *, policy: Policy = PUSH, what: str = "") -> None:
     """Raise UnsafeUrl unless `url` is an http(s) URL whose host resolves to allowed addresses.
+    `what` names the URL in the reason (by default the policy's word for it).
 
     Blocking (it resolves the host): from async code, call it through sync_to_async.
     """
+    what = what or policy.what
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as exc:
-        raise UnsafeUrl(f"push URL is not a valid URL: {exc}.") from None
+        raise UnsafeUrl(f"{what} is not a valid URL: {exc}.") from None
     if parsed.scheme not in ("http", "https"):
         raise UnsafeUrl(
-            f"push URL scheme {parsed.scheme!r} is not allowed; use an http or https URL."
+            f"{what} scheme {parsed.scheme!r} is not allowed; use an http or https URL."
             if parsed.scheme
-            else "push URL must be an absolute http or https URL."
+            else f"{what} must be an absolute http or https URL."
         )
     if not parsed.raw_host:
-        raise UnsafeUrl("push URL has no host.")
+        raise UnsafeUrl(f"{what} has no host.")
     if parsed.userinfo:
         raise UnsafeUrl(
-            "push URL must not carry a user name or password; send credentials in the "
-            "config's authentication instead."
+            f"{what} must not carry a user name or password; give credentials "
+            + ("in the config's authentication instead." if policy is PUSH else "as a secret.")
         )
     host = parsed.raw_host.decode("ascii")
     if not _HOST_CHARACTERS.fullmatch(host):  # httpx percent-encodes what it cannot place
-        raise UnsafeUrl(f"push URL host {host!r} is not a valid host name.")
+        raise UnsafeUrl(f"{what} host {host!r} is not a valid host name.")
     port = parsed.port if parsed.port is not None else 443 if parsed.scheme == "https" else 80
     if not 0 < port < 65536:
-        raise UnsafeUrl(f"push URL port {port} is out of range (1-65535).")
-    _resolve(host, port)
+        raise UnsafeUrl(f"{what} port {port} is out of range (1-65535).")
+    _resolve(host, port, policy, what)
 
 
 def guarded_async_client(
-    *, verify: ssl.SSLContext | bool = True, **kwargs: Any
+    *, verify: ssl.SSLContext | bool = True, policy: Policy = PUSH, **kwargs: Any
 ) -> httpx.AsyncClient:
     """An httpx.AsyncClient whose every connection passes the SSRF guard.
 
@@ -106,23 +136,26 @@ def guarded_async_client(
     that does not resolve raises httpx.ConnectError, which may heal on retry. No proxy from
     the environment and no .netrc are used: the guard checks the address it connects to.
     `verify` is httpx's (True, False, or an SSLContext); other keyword arguments go to
-    httpx.AsyncClient (headers, timeout: A2A_PUSH_TIMEOUT_SECONDS unless given).
+    httpx.AsyncClient (headers, timeout: the policy's timeout setting unless given).
     """
-    transport = GuardedAsyncTransport(verify=verify)
-    return httpx.AsyncClient(**_client_kwargs(kwargs), transport=transport)
+    transport = GuardedAsyncTransport(verify=verify, policy=policy)
+    return httpx.AsyncClient(**_client_kwargs(kwargs, policy), transport=transport)
 
 
-def guarded_client(*, verify: ssl.SSLContext | bool = True, **kwargs: Any) -> httpx.Client:
+def guarded_client(
+    *, verify: ssl.SSLContext | bool = True, policy: Policy = PUSH, **kwargs: Any
+) -> httpx.Client:
     """The synchronous twin of guarded_async_client, with the same guarantees."""
-    return httpx.Client(**_client_kwargs(kwargs), transport=GuardedTransport(verify=verify))
+    transport = GuardedTransport(verify=verify, policy=policy)
+    return httpx.Client(**_client_kwargs(kwargs, policy), transport=transport)
 
 
-def _client_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _client_kwargs(kwargs: dict[str, Any], policy: Policy) -> dict[str, Any]:
     # Each of these would route requests around the guarded transport or re-enable redirects.
     for key in ("transport", "mounts", "proxy", "follow_redirects", "trust_env", "app", "http2"):
         if key in kwargs:
             raise TypeError(f"guarded clients decide {key!r} themselves")
-    kwargs.setdefault("timeout", httpx.Timeout(settings.A2A_PUSH_TIMEOUT_SECONDS))
+    kwargs.setdefault("timeout", httpx.Timeout(getattr(settings, policy.timeout_setting)))
     return {**kwargs, "follow_redirects": False, "trust_env": False}
 
 
@@ -130,7 +163,11 @@ class GuardedAsyncTransport(httpx.AsyncHTTPTransport):
     """httpx's transport, with a connection pool whose network backend checks every connect."""
 
     def __init__(
-        self, *, verify: ssl.SSLContext | bool = True, limits: httpx.Limits | None = None
+        self,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        limits: httpx.Limits | None = None,
+        policy: Policy = PUSH,
     ) -> None:
         limits = limits or _DEFAULT_LIMITS
         # The parent's __init__ would build a pool without our backend (httpx exposes no
@@ -140,7 +177,7 @@ class GuardedAsyncTransport(httpx.AsyncHTTPTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_GuardedAsyncBackend(),
+            network_backend=_GuardedAsyncBackend(policy),
         )
 
 
@@ -148,7 +185,11 @@ class GuardedTransport(httpx.HTTPTransport):
     """The synchronous twin of GuardedAsyncTransport."""
 
     def __init__(
-        self, *, verify: ssl.SSLContext | bool = True, limits: httpx.Limits | None = None
+        self,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        limits: httpx.Limits | None = None,
+        policy: Policy = PUSH,
     ) -> None:
         limits = limits or _DEFAULT_LIMITS
         self._pool = httpcore.ConnectionPool(
@@ -156,13 +197,14 @@ class GuardedTransport(httpx.HTTPTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_GuardedBackend(),
+            network_backend=_GuardedBackend(policy),
         )
 
 
 class _GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
-    def __init__(self) -> None:
+    def __init__(self, policy: Policy) -> None:
         self._inner = httpcore.AnyIOBackend()
+        self._policy = policy
 
     async def connect_tcp(
         self,
@@ -172,7 +214,7 @@ class _GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        addresses = await anyio.to_thread.run_sync(_resolve_for_connect, host, port)
+        addresses = await anyio.to_thread.run_sync(_resolve_for_connect, host, port, self._policy)
         error: Exception | None = None
         for address in addresses:  # each one checked; the first that answers wins
             try:
@@ -194,15 +236,16 @@ class _GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        raise UnsafeUrl("push deliveries never use Unix sockets.")
+        raise UnsafeUrl("outbound requests never use Unix sockets.")
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
 
 
 class _GuardedBackend(httpcore.NetworkBackend):
-    def __init__(self) -> None:
+    def __init__(self, policy: Policy) -> None:
         self._inner = httpcore.SyncBackend()
+        self._policy = policy
 
     def connect_tcp(
         self,
@@ -213,7 +256,7 @@ class _GuardedBackend(httpcore.NetworkBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
         error: Exception | None = None
-        for address in _resolve_for_connect(host, port):
+        for address in _resolve_for_connect(host, port, self._policy):
             try:
                 return self._inner.connect_tcp(
                     address,
@@ -233,17 +276,17 @@ class _GuardedBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
-        raise UnsafeUrl("push deliveries never use Unix sockets.")
+        raise UnsafeUrl("outbound requests never use Unix sockets.")
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 
 
-def _resolve_for_connect(host: str, port: int) -> list[str]:
-    # At delivery a name that stopped resolving is a network failure (retry may heal it),
-    # not a verdict on the URL; a refused address stays UnsafeUrl.
+def _resolve_for_connect(host: str, port: int, policy: Policy) -> list[str]:
+    # At connect time a name that stopped resolving is a network failure (retry may heal
+    # it), not a verdict on the URL; a refused address stays UnsafeUrl.
     try:
-        return _resolve(host, port)
+        return _resolve(host, port, policy, policy.what)
     except _Unresolvable as exc:
         raise httpcore.ConnectError(str(exc)) from None
 
@@ -252,42 +295,44 @@ class _Unresolvable(UnsafeUrl):
     pass
 
 
-def _resolve(host: str, port: int) -> list[str]:
+def _resolve(host: str, port: int, policy: Policy = PUSH, what: str = "") -> list[str]:
     """Every address of `host`, checked; raise UnsafeUrl if any is refused."""
+    what = what or policy.what
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise _Unresolvable(f"push URL host {host!r} does not resolve ({exc}).") from None
+        raise _Unresolvable(f"{what} host {host!r} does not resolve ({exc}).") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    if host.rstrip(".").lower() in _allowed_hosts():
+    if host.rstrip(".").lower() in _allowed_hosts(policy):
         return addresses
     for address in addresses:
-        problem = address_problem(ipaddress.ip_address(address))
+        problem = address_problem(ipaddress.ip_address(address), policy)
         if problem:
             where = (
-                f"push URL address {address} is"
+                f"{what} address {address} is"
                 if address == host
-                else f"push URL host {host!r} resolves to {address},"
+                else f"{what} host {host!r} resolves to {address},"
             )
             raise UnsafeUrl(
-                f"{where} {problem}; push URLs must reach the public internet (an operator "
-                "can allowlist it with A2A_PUSH_ALLOWED_NETWORKS or A2A_PUSH_ALLOWED_HOSTS)."
+                f"{where} {problem}; {policy.what}s must reach the public internet (an "
+                f"operator can allowlist it with {policy.networks_setting} or "
+                f"{policy.hosts_setting})."
             )
     return addresses
 
 
-def address_problem(address: IPAddress) -> str:
-    """What makes `address` unfit for a push delivery ('' when nothing does)."""
+def address_problem(address: IPAddress, policy: Policy = PUSH) -> str:
+    """What makes `address` unfit for an outbound request ('' when nothing does)."""
     embedded = _embedded_ipv4(address)
     if any(
         a in network
         for a in (address, embedded)
         if a is not None
-        for network in _allowed_networks()
+        for network in _allowed_networks(policy)
     ):
         return ""
     if embedded is not None:
-        problem = address_problem(embedded)
+        problem = address_problem(embedded, policy)
         return f"{problem} (it carries {embedded})" if problem else ""
     if address in METADATA_ADDRESSES:
         return "a cloud metadata address"
@@ -320,12 +365,12 @@ def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
     return address.sixtofour
 
 
-def _allowed_hosts() -> frozenset[str]:
-    return frozenset(h.rstrip(".").lower() for h in settings.A2A_PUSH_ALLOWED_HOSTS)
+def _allowed_hosts(policy: Policy) -> frozenset[str]:
+    return frozenset(h.rstrip(".").lower() for h in getattr(settings, policy.hosts_setting))
 
 
-def _allowed_networks() -> tuple[IPNetwork, ...]:
-    return _parse_networks(tuple(settings.A2A_PUSH_ALLOWED_NETWORKS))
+def _allowed_networks(policy: Policy) -> tuple[IPNetwork, ...]:
+    return _parse_networks(tuple(getattr(settings, policy.networks_setting)))
 
 
 @functools.lru_cache(maxsize=8)
