@@ -331,6 +331,21 @@ def _event_view(event: TaskEvent) -> EventView:
     }
 
 
+def usage_summary(usage: Any) -> str:
+    """The token usage a model agent put in the task's metadata (`openai` kind), in words:
+    "gpt-4o-mini: 12 prompt + 30 completion = 42 tokens"; '' when there is none."""
+    if not isinstance(usage, dict):
+        return ""
+    # Metadata passes through protobuf's Struct, where every number is a double: 12 is 12.0.
+    counts = [usage.get(k) for k in ("promptTokens", "completionTokens", "totalTokens")]
+    if not all(isinstance(n, int | float) and float(n).is_integer() for n in counts):
+        return ""
+    prompt, completion, total = (int(n) for n in counts)
+    model = usage.get("model")
+    words = f"{prompt} prompt + {completion} completion = {total} tokens"
+    return f"{model}: {words}" if isinstance(model, str) and model else words
+
+
 @login_required
 def task_detail(request: HttpRequest, tenant_slug: str, task_id: str) -> HttpResponse:
     task = task_or_404(request.user, tenant_slug, task_id)
@@ -358,6 +373,7 @@ def task_detail(request: HttpRequest, tenant_slug: str, task_id: str) -> HttpRes
             "tenant": task.tenant,
             "status_parts": parts_view(status_message.get("parts")),
             "metadata": pretty_json(task.metadata) if task.metadata else "",
+            "usage": usage_summary(task.metadata.get("usage")),
             "history": history,
             "artifacts": artifacts,
             "events": events,

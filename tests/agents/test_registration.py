@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from agents.cards import agent_card_json
+from agents.executors.secrets import executor_secret_names, executor_secrets_open
 from agents.models import Agent, ApiKey, Membership, Tenant
 from agents.services import agent_create
 
@@ -93,15 +94,32 @@ def test_management_commands_register_everything(db, capsys):
         )
 
 
-def test_seed_demo_is_idempotent_and_prints_urls_and_a_working_key(db, capsys):
+def test_seed_demo_is_idempotent_and_prints_urls_and_a_working_key(
+    db, capsys, settings, monkeypatch
+):
+    settings.A2A_AGENT_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # as `make run` sets it
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     call_command("seed_demo")
     call_command("seed_demo")
     lines = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("agent card (demo/echo): http") for line in lines) == 2
     assert sum(line.startswith("agent card (demo/conformance): http") for line in lines) == 2
+    assert sum(line.startswith("agent card (demo/echo-proxy): http") for line in lines) == 2
     assert sum(line.startswith("API key (demo): a2a_") for line in lines) == 2
-    assert Tenant.objects.count() == 1 and Agent.objects.count() == 2
-    assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 1
+    # Without an endpoint in the environment, one line says how to add the openai agent.
+    enable = "demo/assistant (an openai agent): set OPENAI_API_KEY (and OPENAI_BASE_URL"
+    assert sum(line.startswith(enable) for line in lines) == 2
+    assert Tenant.objects.count() == 1 and Agent.objects.count() == 3
+    # The demo's key and the proxy's own key for echo, each issued anew.
+    live = ApiKey.objects.filter(revoked_at__isnull=True)
+    assert sorted(live.values_list("name", flat=True)) == ["demo", "echo-proxy"]
+    proxy = Agent.objects.get(slug="echo-proxy")
+    echo = Agent.objects.get(slug="echo")
+    assert live.get(name="echo-proxy").agent == echo
+    assert proxy.executor_kind == "a2a-proxy"
+    assert proxy.executor_config["card_url"].endswith("/a2a/demo/echo/.well-known/agent-card.json")
+    assert executor_secret_names(proxy.executor_secrets_encrypted) == ["api_key"]
     conformance = Agent.objects.get(slug="conformance")
     assert conformance.is_public and conformance.anonymous_scope == "shared"
     # Console logins: an operator and an owner of the demo tenant, with the latest passwords.
@@ -153,3 +171,32 @@ def test_admin_validates_executor_config_and_shows_a_new_key_once(client, make_t
     shown = [str(m) for m in response.context["messages"]]
     assert any(f"a2a_{key.prefix}_" in m for m in shown)
     assert key.principal == "ops" and len(key.secret_hash) == 64
+
+
+def test_seed_demo_adds_an_openai_agent_from_the_environment(db, capsys, settings, monkeypatch):
+    settings.A2A_AGENT_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-demo")
+    call_command("seed_demo")
+    assistant = Agent.objects.get(slug="assistant")
+    assert assistant.executor_kind == "openai"
+    assert assistant.executor_config["base_url"] == "http://127.0.0.1:9/v1"
+    assert assistant.executor_config["model"] == "gpt-4o-mini"
+    assert executor_secrets_open(assistant.executor_secrets_encrypted) == {"api_key": "sk-demo"}
+    # Run again with another model and no key: the same agent (its tasks stay), changed.
+    monkeypatch.setenv("OPENAI_MODEL", "local-model")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    call_command("seed_demo")
+    again = Agent.objects.get(slug="assistant")
+    assert again.pk == assistant.pk and again.executor_config["model"] == "local-model"
+    assert again.executor_secrets_encrypted == ""
+    assert "agent card (demo/assistant): http" in capsys.readouterr().out
+
+
+def test_seed_demo_says_why_the_proxy_is_missing_when_the_guard_refuses_it(db, capsys, settings):
+    settings.A2A_AGENT_ALLOWED_NETWORKS = []
+    call_command("seed_demo")
+    out = capsys.readouterr().out
+    assert "demo/echo-proxy not created: executor_config: card_url: " in out
+    assert "loopback" in out and "A2A_AGENT_ALLOWED_NETWORKS" in out
+    assert not Agent.objects.filter(slug="echo-proxy").exists()

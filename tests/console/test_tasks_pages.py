@@ -420,6 +420,24 @@ def test_task_page_shows_status_history_artifacts_and_timeline(client, world, ri
     assert 'data-last-seq="4"' in events
 
 
+def test_task_page_shows_the_token_usage_a_model_agent_reported(client, world):
+    task = send(world["alpha"])
+    event = TaskStatusUpdateEvent(
+        task_id=str(task.pk), status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)
+    )
+    usage = {"model": "m-1", "promptTokens": 12, "completionTokens": 30, "totalTokens": 42}
+    event.metadata.update({"usage": usage})
+    assert task_event_record(task_id=task.pk, event=event)
+    plain = send(world["alpha"])
+    client.force_login(world["member_a"])
+
+    body = client.get(task_url(task)).content.decode()
+
+    shown = re.search(r'<td id="task-usage">([^<]*)</td>', body)
+    assert shown[1] == "m-1: 12 prompt + 30 completion = 42 tokens"
+    assert 'id="task-usage"' not in client.get(task_url(plain)).content.decode()
+
+
 def test_another_tenants_task_and_its_events_are_404(client, world):
     task = send(world["alpha"])
     client.force_login(world["member_b"])

@@ -26,7 +26,7 @@ from cryptography.x509.oid import NameOID
 from django.core.exceptions import ImproperlyConfigured
 
 from a2a_platform import settings as settings_module
-from a2a_platform.ssrf import UnsafeUrl, guarded_async_client, guarded_client, url_check
+from a2a_platform.ssrf import AGENT, UnsafeUrl, guarded_async_client, guarded_client, url_check
 
 REAL_GETADDRINFO = socket.getaddrinfo
 
@@ -368,6 +368,37 @@ def test_the_local_server_is_refused_at_connect_time_without_the_allowlist(
         get(f"http://localhost:{server.port}/hook")
 
     assert server.seen == []
+
+
+def test_agents_and_push_have_their_own_allowlists(settings: Any, server: LocalServer) -> None:
+    # given loopback opened for agents' requests only
+    settings.A2A_PUSH_ALLOWED_NETWORKS = []
+    settings.A2A_AGENT_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    url = f"http://127.0.0.1:{server.port}/hook"
+
+    async def agent_get() -> httpx.Response:
+        async with guarded_async_client(policy=AGENT) as client:
+            return await client.get(url)
+
+    # then an agent reaches it, at save time and at connect time; push does not
+    url_check(url, policy=AGENT, what="base_url")
+    assert asyncio.run(agent_get()).status_code == 200
+    with pytest.raises(UnsafeUrl, match="push URL address 127.0.0.1 is a loopback address"):
+        get(url)
+    # and the other way round, with the agents' words and settings in the reason
+    settings.A2A_PUSH_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    settings.A2A_AGENT_ALLOWED_NETWORKS = []
+    assert get(url).status_code == 200
+    with pytest.raises(UnsafeUrl) as refused:
+        url_check(url, policy=AGENT, what="base_url")
+    assert refused.value.reason == (
+        "base_url address 127.0.0.1 is a loopback address; agent URLs must reach the public "
+        "internet (an operator can allowlist it with A2A_AGENT_ALLOWED_NETWORKS or "
+        "A2A_AGENT_ALLOWED_HOSTS)."
+    )
+    with pytest.raises(UnsafeUrl, match="agent URL address 127.0.0.1 is a loopback address"):
+        asyncio.run(agent_get())
+    assert server.seen == [("/hook", f"127.0.0.1:{server.port}")] * 2
 
 
 def test_dns_rebinding_to_loopback_is_refused_at_connect_time(

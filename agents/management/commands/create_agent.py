@@ -30,8 +30,9 @@ class Command(BaseCommand):
             action="append",
             default=[],
             metavar="NAME=VALUE",
-            help="An executor secret (repeatable): stored encrypted and given to a python "
-            "executor's constructor as the keyword argument NAME; never printed. A command "
+            help="An executor secret (repeatable), stored encrypted and never printed: openai's "
+            "api_key, a2a-proxy's token or api_key, webhook's token, or a keyword argument "
+            "NAME of a python executor's constructor. A command "
             "line is seen by other local users while it runs (and may stay in shell history).",
         )
         parser.add_argument("--name", default="")

@@ -1,12 +1,20 @@
 """manage.py seed_demo: the demo tenant, its agents, a fresh API key and console logins
-(idempotent; each run issues new secrets, since old ones cannot be shown again)."""
+(idempotent; each run issues new secrets, since old ones cannot be shown again).
+
+Beside `echo` and `conformance`: `echo-proxy`, an `a2a-proxy` agent that fronts `echo` through
+the platform's own public URL (so the SSRF guard must let agents reach it: `make run`
+allowlists loopback), and, when OPENAI_API_KEY or OPENAI_BASE_URL is set, `assistant`, an
+`openai` agent on that endpoint (OPENAI_MODEL, default gpt-4o-mini).
+"""
 
 from __future__ import annotations
 
+import os
 import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
@@ -14,7 +22,14 @@ from django.utils import timezone
 from agents.cards import agent_base_url
 from agents.crypto import encryption_keys_check
 from agents.models import Agent, ApiKey, Membership, Tenant
-from agents.services import agent_create, api_key_create, tenant_create
+from agents.services import (
+    agent_create,
+    agent_secrets_set,
+    agent_update,
+    api_key_create,
+    tenant_create,
+)
+from agents.validation import agent_validate, validation_summary
 
 DEMO_AGENTS: list[dict[str, Any]] = [
     {
@@ -52,6 +67,24 @@ DEMO_AGENTS: list[dict[str, Any]] = [
 ]
 
 
+PROXY = {
+    "slug": "echo-proxy",
+    "name": "Echo, through a proxy",
+    "description": "An a2a-proxy agent: every message goes on to demo/echo over A2A.",
+    "executor_kind": "a2a-proxy",
+    "visibility": Agent.Visibility.PRIVATE,
+}
+ASSISTANT = {
+    "slug": "assistant",
+    "name": "Assistant",
+    "description": "A model behind an OpenAI-compatible chat-completions endpoint.",
+    "executor_kind": "openai",
+    "visibility": Agent.Visibility.PRIVATE,
+}
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+
+
 class Command(BaseCommand):
     help = "Create the demo tenant and agents if missing, and print a new demo API key."
 
@@ -68,10 +101,9 @@ class Command(BaseCommand):
             agent = tenant.agents.filter(slug=spec["slug"]).first() or agent_create(
                 tenant=tenant, **spec
             )
-            self.stdout.write(
-                f"agent card ({tenant.slug}/{agent.slug}): "
-                f"{agent_base_url(agent)}.well-known/agent-card.json"
-            )
+            self._card(agent)
+        self._proxy(tenant)
+        self._assistant(tenant)
         # The secret of an old key cannot be shown again, so each run issues a new one.
         ApiKey.objects.filter(tenant=tenant, name="demo", revoked_at__isnull=True).update(
             revoked_at=timezone.now()
@@ -85,6 +117,75 @@ class Command(BaseCommand):
         )
         for (user, password), what in ((operator, "operator"), (owner, f"owner of {tenant.slug}")):
             self.stdout.write(f"console login ({what}): {user.username} / {password}")
+
+    def _card(self, agent: Agent) -> None:
+        self.stdout.write(
+            f"agent card ({agent.tenant.slug}/{agent.slug}): "
+            f"{agent_base_url(agent)}.well-known/agent-card.json"
+        )
+
+    def _proxy(self, tenant: Tenant) -> None:
+        """echo-proxy, with a key of its own for echo (issued anew each run, as the demo's)."""
+        echo = tenant.agents.get(slug="echo")
+        config = {"card_url": f"{agent_base_url(echo)}.well-known/agent-card.json"}
+        ApiKey.objects.filter(tenant=tenant, name=PROXY["slug"], revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        _, key = api_key_create(
+            tenant=tenant, name=PROXY["slug"], principal="echo-proxy", agent=echo
+        )
+        agent = tenant.agents.filter(slug=PROXY["slug"]).first()
+        try:
+            with transaction.atomic():
+                if agent is None:
+                    agent = agent_create(
+                        tenant=tenant,
+                        **PROXY,
+                        executor_config=config,
+                        executor_secrets={"api_key": key},
+                    )
+                else:
+                    agent_secrets_set(agent=agent, secrets={"api_key": key})
+        except ValidationError as exc:  # the guard refuses this platform's own URL
+            self.stdout.write(
+                f"{tenant.slug}/{PROXY['slug']} not created: {validation_summary(exc)}"
+            )
+            return
+        self._card(agent)
+
+    def _assistant(self, tenant: Tenant) -> None:
+        """assistant, when the environment names an OpenAI-compatible endpoint."""
+        api_key = os.environ.get("OPENAI_API_KEY", "")
+        base_url = os.environ.get("OPENAI_BASE_URL", "")
+        if not (api_key or base_url):
+            self.stdout.write(
+                f"{tenant.slug}/{ASSISTANT['slug']} (an openai agent): set OPENAI_API_KEY (and "
+                "OPENAI_BASE_URL, OPENAI_MODEL for another endpoint) to add it."
+            )
+            return
+        config = {
+            "base_url": base_url or OPENAI_DEFAULT_BASE_URL,
+            "model": os.environ.get("OPENAI_MODEL", "") or OPENAI_DEFAULT_MODEL,
+        }
+        secrets = {"api_key": api_key} if api_key else {}
+        agent = tenant.agents.filter(slug=ASSISTANT["slug"]).first()
+        try:
+            with transaction.atomic():
+                if agent is None:
+                    agent = agent_create(
+                        tenant=tenant, **ASSISTANT, executor_config=config, executor_secrets=secrets
+                    )
+                else:  # the environment may name another endpoint this time; its tasks stay
+                    agent.executor_config = config
+                    agent_validate(agent, secret_names=secrets)
+                    agent_update(agent=agent, fields=["executor_config"])
+                    agent_secrets_set(agent=agent, secrets=secrets)
+        except ValidationError as exc:
+            self.stdout.write(
+                f"{tenant.slug}/{ASSISTANT['slug']} not created: {validation_summary(exc)}"
+            )
+            return
+        self._card(agent)
 
     def _login(self, username: str, **flags: bool) -> tuple[Any, str]:
         user, _ = get_user_model().objects.get_or_create(username=username)
