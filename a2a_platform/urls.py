@@ -13,6 +13,7 @@ from a2a_platform.health import healthz, readyz
 from a2a_platform.metrics import metrics
 from agents.views import agent_card, jwks, tenant_jwks
 from tasks_app import rest
+from tasks_app.callbacks import webhook_callback
 from tasks_app.dialects import V0_3, V1_0
 from tasks_app.jsonrpc import agent_jsonrpc
 
@@ -84,6 +85,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path(".well-known/jwks.json", jwks, name="jwks"),
     path("a2a/<slug:tenant_slug>/.well-known/jwks.json", tenant_jwks, name="tenant-jwks"),
+    # Where `webhook` agents' services post the events of a run they accepted with 202.
+    path("callbacks/<str:task_id>/", webhook_callback, name="webhook-callback"),
     path(agent + ".well-known/agent-card.json", agent_card, name="agent-card"),
     # The pre-0.3 location of the card, still fetched by older clients.
     path(agent + ".well-known/agent.json", agent_card, name="agent-card-legacy"),

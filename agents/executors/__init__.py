@@ -44,9 +44,11 @@ class ExecutorKind:
     # Checks at save time that the model cannot make (the SSRF guard resolves hosts, which
     # must not happen on a run's event loop): the validated config -> {field: problem}.
     save_check: Callable[[Any], dict[str, str]] | None = None
-    # "Test connection": reaches the kind's outside service with the validated config and
-    # the secrets; one line saying what answered, or outbound.ConnectionTestFailed.
-    connection_test: Callable[[Any, Mapping[str, str]], Awaitable[str]] | None = None
+    # "Test connection": reaches the kind's outside service with the validated config, the
+    # secrets and (keyword `agent_path`, "tenant/agent") the agent it is for, whose tenant's
+    # key signs what a kind signs; one line saying what answered, or
+    # outbound.ConnectionTestFailed.
+    connection_test: Callable[..., Awaitable[str]] | None = None
 
     @property
     def takes_secrets(self) -> bool:
@@ -192,15 +194,17 @@ def executor_config_save_check(*, kind: str, config: dict[str, Any]) -> None:
 
 
 async def executor_connection_test(
-    *, kind: str, config: dict[str, Any], secrets: Mapping[str, str]
+    *, kind: str, config: dict[str, Any], secrets: Mapping[str, str], agent_path: str
 ) -> str:
-    """Reach the outside service of an agent of this kind (config valid, secrets checked): one
-    line of what answered. Raises outbound.ConnectionTestFailed, or LookupError for a kind
-    that has nothing to reach."""
+    """Reach the outside service of an agent of this kind (config valid, secrets checked) for
+    the agent `agent_path` ("tenant/agent", which need not be saved yet): one line of what
+    answered. Raises outbound.ConnectionTestFailed, or LookupError for a kind that has nothing
+    to reach."""
     spec = REGISTRY[kind]
     if spec.connection_test is None:
         raise LookupError(f"The {kind} executor reaches no outside service.")
-    return await spec.connection_test(spec.config_model.model_validate(config), dict(secrets))
+    model = spec.config_model.model_validate(config)
+    return await spec.connection_test(model, dict(secrets), agent_path=agent_path)
 
 
 def agent_executor_build(*, agent: Agent) -> AgentExecutor:

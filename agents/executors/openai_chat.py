@@ -455,9 +455,12 @@ def _redact(text: str, secret: str) -> str:
 # --- "test connection" ----------------------------------------------------------------------
 
 
-async def connection_test(config: OpenAIConfig, secrets: Mapping[str, str]) -> str:
+async def connection_test(
+    config: OpenAIConfig, secrets: Mapping[str, str], *, agent_path: str = ""
+) -> str:
     """List the endpoint's models (or, where it lists none, ask for a one-token completion):
-    one line of what answered, or ConnectionTestFailed naming the status."""
+    one line of what answered, or ConnectionTestFailed naming the status. (Nothing is signed:
+    `agent_path` is not needed.)"""
     timeout = min(config.timeout_seconds, CONNECTION_TEST_TIMEOUT_SECONDS)
     api_key = secrets.get("api_key", "")
     client = _client(config, api_key, timeout=timeout, max_retries=0)

@@ -396,7 +396,9 @@ def test_connection_test_lists_models_and_names_a_refusal(upstream, settings):
     def check(model: str = "echo", key: str = API_KEY, base_url: str = upstream.url) -> str:
         config = {"base_url": base_url, "model": model, "timeout_seconds": 5}
         return asyncio.run(
-            executor_connection_test(kind="openai", config=config, secrets={"api_key": key})
+            executor_connection_test(
+                kind="openai", config=config, secrets={"api_key": key}, agent_path="t/a"
+            )
         )
 
     assert check() == f"Reached {upstream.url}: 8 models, echo among them."
