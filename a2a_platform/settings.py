@@ -316,6 +316,7 @@ CELERY_TASK_QUEUES = [Queue("agents"), Queue("push"), Queue("maintenance")]
 CELERY_TASK_DEFAULT_QUEUE = "maintenance"
 CELERY_TASK_ROUTES = {
     "tasks_app.tasks.run_agent_task": {"queue": "agents"},
+    "tasks_app.tasks.cancel_outside_run_task": {"queue": "agents"},
     "push_app.tasks.push_deliver_task": {"queue": "push"},
     "tasks_app.tasks.reap_stuck_tasks_task": {"queue": "maintenance"},
     "push_app.tasks.push_dispatch_due_task": {"queue": "maintenance"},

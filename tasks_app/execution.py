@@ -32,6 +32,7 @@ from .selectors import (
     context_executor_state,
     context_messages_before,
     executor_state,
+    task_for_cancel,
     task_for_run,
 )
 from .services import executor_state_save, task_claim, task_end, task_events_record
@@ -254,6 +255,39 @@ async def run(
     logger.warning("Agent %s failed on task %s: %s", agent, task_id, reason)
     await fail(task_id, f"The agent failed: {reason}")
     return False
+
+
+async def cancel_outside_run(task_id: uuid.UUID) -> str:
+    """An executor's cancel() for a task canceled while no run held it (waiting for input):
+    for kinds whose work goes on outside between runs (`ExecutorKind.cancels_outside_runs`:
+    an upstream A2A task, a tenant's job). The task is already canceled, so what cancel()
+    enqueues is not recorded; what it does outside is the point."""
+    task, current = await db(task_for_cancel)(task_id=task_id)
+    agent = task.agent
+    try:
+        executor = agent_executor_build(agent=agent)
+    except Exception as exc:
+        logger.warning("Cannot build the executor of %s to cancel %s: %s", agent, task_id, exc)
+        return "not built"
+    context = RequestContext(
+        call_context=ServerCallContext(
+            tenant=f"{agent.tenant.slug}/{agent.slug}", state={"owner": task.owner}
+        ),
+        task_id=str(task_id),
+        context_id=task.context_id,
+        task=current,
+    )
+    queue = PlatformEventQueue(task_id)
+    context.call_context.state[STATE_KEY] = Run(task, queue)
+    try:
+        await asyncio.wait_for(
+            executor.cancel(context, queue), timeout=settings.A2A_CANCEL_TIMEOUT_SECONDS
+        )
+    except Exception:
+        logger.warning("The executor's cancel() failed for task %s", task_id, exc_info=True)
+        return "failed"
+    await _flush(queue)
+    return "canceled"
 
 
 async def _cancel(

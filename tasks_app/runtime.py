@@ -34,7 +34,7 @@ from django.conf import settings
 from a2a_platform.db import db
 
 from .doorbell import Subscription, runner_group, shared_layer
-from .execution import HandedBack, Stop, claim, run
+from .execution import HandedBack, Stop, cancel_outside_run, claim, run
 from .services import (
     task_end,
     task_handback,
@@ -75,6 +75,12 @@ class Runtime:
     def run_job(self, **job: Any) -> str:
         """Run one job on the loop and wait for it (the calling thread holds the job)."""
         future: Future[str] = asyncio.run_coroutine_threadsafe(self._job(**job), self.loop)
+        return future.result()
+
+    def cancel_outside_run(self, *, task_id: uuid.UUID) -> str:
+        """Run an executor's cancel() for a task that no run holds, on the loop, and wait."""
+        coroutine = cancel_outside_run(task_id)
+        future: Future[str] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
         return future.result()
 
     def drain(self, grace: float) -> None:

@@ -235,6 +235,13 @@ def task_for_run(*, task_id: uuid.UUID, position: int) -> tuple[Task, MessagePro
     return task, ParseDict(data, MessageProto()), task_to_proto(task)
 
 
+def task_for_cancel(*, task_id: uuid.UUID) -> tuple[Task, TaskProto]:
+    """What an executor's cancel() outside a run needs: the task (with its agent and tenant)
+    and the task as the executor sees it."""
+    task = Task.objects.select_related("agent__tenant").get(pk=task_id)
+    return task, task_to_proto(task)
+
+
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 

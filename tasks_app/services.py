@@ -661,6 +661,11 @@ def task_cancel_request(
             # The worker running it hears this at once; its heartbeat would, within seconds.
             runner, task_pk = task.runner, task.pk
             transaction.on_commit(lambda: ring_runner(runner, task_pk))
+        if not running and task.state in INTERRUPTED_STATES and _cancels_outside_runs(agent):
+            # The agent's work goes on outside (an upstream task waiting for input): its
+            # executor's cancel() runs on a worker once the task is canceled here.
+            task_pk = task.pk
+            transaction.on_commit(lambda: _enqueue_cancel(task_pk))
         if not running:
             # Nothing runs it: end it now, and drop the queued job if there is one.
             _end_by_platform(task, TaskState.TASK_STATE_CANCELED, "Canceled before the agent ran.")
@@ -668,6 +673,22 @@ def task_cancel_request(
             transaction.on_commit(lambda: _revoke(job_id))
         task.save()
         return task.pk, running, task.last_seq
+
+
+def _cancels_outside_runs(agent: Agent) -> bool:
+    from agents.executors import REGISTRY
+
+    kind = REGISTRY.get(agent.executor_kind)
+    return kind is not None and kind.cancels_outside_runs
+
+
+def _enqueue_cancel(task_pk: uuid.UUID) -> None:
+    from .tasks import cancel_outside_run_task
+
+    try:
+        cancel_outside_run_task.delay(str(task_pk))
+    except Exception:  # the task is canceled here all the same; only the outside may go on
+        logger.warning("Could not queue the outside cancel of task %s", task_pk, exc_info=True)
 
 
 def task_end(*, task_id: uuid.UUID, state: int, reason: str) -> bool:

@@ -44,6 +44,12 @@ def run_agent_task(
     return outcome
 
 
+@shared_task(acks_late=True)
+def cancel_outside_run_task(task_id: str) -> str:
+    """Run the executor's cancel() for a task canceled while no run was under way."""
+    return runtime.runtime().cancel_outside_run(task_id=uuid.UUID(task_id))
+
+
 @worker_shutting_down.connect
 def _drain_on_warm_shutdown(sig: str, how: str, exitcode: int, **_: Any) -> None:
     if how == "Warm":

@@ -49,6 +49,10 @@ class ExecutorKind:
     # key signs what a kind signs; one line saying what answered, or
     # outbound.ConnectionTestFailed.
     connection_test: Callable[..., Awaitable[str]] | None = None
+    # The kind holds work outside the platform between runs (an upstream task, a tenant's
+    # job): a task canceled while it waits for input, with no run under way, gets its
+    # executor's cancel() too, run on a worker (tasks_app.execution.cancel_outside_run).
+    cancels_outside_runs: bool = False
 
     @property
     def takes_secrets(self) -> bool:
@@ -94,6 +98,7 @@ REGISTRY: dict[str, ExecutorKind] = {
             secret_names=a2a_proxy.SECRET_NAMES,
             save_check=a2a_proxy.save_check,
             connection_test=a2a_proxy.connection_test,
+            cancels_outside_runs=True,
         ),
         ExecutorKind(
             "webhook",
@@ -103,6 +108,7 @@ REGISTRY: dict[str, ExecutorKind] = {
             secret_names=webhook.SECRET_NAMES,
             save_check=webhook.save_check,
             connection_test=webhook.connection_test,
+            cancels_outside_runs=True,
         ),
     )
 }

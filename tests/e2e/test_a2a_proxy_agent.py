@@ -336,6 +336,28 @@ def test_cancel_cancels_the_upstream_task(platform):
         )
 
 
+def test_cancel_while_waiting_for_input_cancels_the_waiting_upstream_task(platform):
+    # given our task waiting for input because the upstream task is (no run of ours under way)
+    asker = platform.upstream("idle-asker", input_required=True)
+    proxy = platform.proxy("idle-asker", platform.card_url(asker))
+
+    async def scenario() -> tuple[Task, Task]:
+        async with sdk_client(platform.url(proxy), key=platform.key) as client:
+            asked = (await send(client, user_message("first", mid()))).task
+            return asked, await client.cancel_task(CancelTaskRequest(id=asked.id))
+
+    asked, canceled = asyncio.run(scenario())
+    assert asked.status.state == INPUT_REQUIRED, asked
+    upstream = upstream_task_of(asked.id)
+    assert upstream.state == "TASK_STATE_INPUT_REQUIRED"
+    # then ours is canceled at once, and the proxy's cancel() reaches the upstream task too
+    assert canceled.status.state == CANCELED, canceled
+    wait_until(
+        lambda: TaskRow.objects.get(pk=upstream.pk).state == "TASK_STATE_CANCELED",
+        what="the waiting upstream task to be canceled",
+    )
+
+
 async def _gather(calls: Any) -> list[Any]:
     return list(await asyncio.gather(*calls))
 

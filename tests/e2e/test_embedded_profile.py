@@ -22,15 +22,18 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
 import pytest
+from a2a.types import SendMessageRequest, TaskState
 from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..conftest import ROOT, _free_port, _wait_for_port
+from .clients import sdk_client, user_message
 
 pytestmark = pytest.mark.e2e
 
@@ -91,7 +94,8 @@ def _as_a_user_has_it() -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in _DERIVED and not key.startswith("A2A_GRPC_")
+        # (OPENAI_*: the optional openai demo agent stays off, as on a machine without them.)
+        if key not in _DERIVED and not key.startswith(("A2A_GRPC_", "OPENAI_"))
     }
     env["PYTHONPATH"] = str(ROOT)
     return env
@@ -217,6 +221,8 @@ def test_the_summary_comes_last_once_every_process_answers(embedded):
     assert [line.split(" (")[0].split(":")[0] for line in block] == [
         "agent card",
         "agent card",
+        "agent card",  # demo/echo-proxy
+        "demo/assistant",  # the one line that enables it
         "API key",
         "console login",
         "console login",
@@ -290,6 +296,37 @@ def test_concurrent_sends_all_complete_on_sqlite_and_the_filesystem_broker(embed
     states = asyncio.run(scenario())
     assert states == ["TASK_STATE_COMPLETED"] * 40
     assert "Traceback" not in embedded.log.read_text()
+
+
+def test_the_demo_proxy_fronts_demo_echo_through_the_platforms_own_url(embedded):
+    # given the a2a-sdk client on demo/echo-proxy, as a client of the printed key
+    async def scenario(streaming: bool) -> list[Any]:
+        async with sdk_client(
+            embedded.base + "echo-proxy/", key=embedded.key, streaming=streaming
+        ) as proxy:
+            message = user_message("through the proxy", f"m-{uuid.uuid4()}")
+            request = SendMessageRequest(message=message)
+            return [r async for r in proxy.send_message(request)]
+
+    # then the answer is echo's, in the proxy's own task, streamed or not
+    for streaming in (False, True):
+        responses = asyncio.run(scenario(streaming))
+        last = responses[-1]
+        task = last.task if last.HasField("task") else None
+        state = task.status.state if task else last.status_update.status.state
+        assert state == TaskState.TASK_STATE_COMPLETED, responses
+        texts = [
+            p.text
+            for r in responses
+            for p in (
+                r.artifact_update.artifact.parts
+                if r.HasField("artifact_update")
+                else [p for a in r.task.artifacts for p in a.parts]
+                if r.HasField("task")
+                else []
+            )
+        ]
+        assert "through the proxy" in texts, responses
 
 
 def test_streaming_without_redis_polls_the_log(embedded):
