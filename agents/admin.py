@@ -1,6 +1,6 @@
-"""Admin for registration: tenants, agents (executor config validated on save, secrets
-write-only), API keys, and the tenants' push-signing keys (read-only; rotated and retired by
-actions)."""
+"""Admin for registration: tenants, agents (each executor kind's fields as in the console,
+validated on save; secrets write-only; "test connection"), API keys, and the tenants'
+push-signing keys (read-only; rotated and retired by actions)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,29 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
 from .auth import hash_secret, new_key_material
 from .cards import agent_base_url
-from .executors import executor_kind_choices
-from .forms import AgentSecretsFormMixin, executor_secrets_status
+from .crypto import DecryptionFailed
+from .executors import REGISTRY, executor_kind_choices
+from .executors.secrets import executor_secret_names
+from .forms import (
+    SECRET_POST_FIELDS,
+    AgentKindFormMixin,
+    agent_connection_test_answer,
+    executor_secrets_status,
+    kind_field_names,
+    kind_slug,
+)
 from .models import DEFAULT_MODES, Agent, ApiKey, Membership, SigningKey, Tenant
 from .services import (
     ActionRefused,
@@ -30,7 +41,7 @@ from .services import (
     signing_key_retire,
     signing_key_rotate,
 )
-from .validation import agent_form_check, api_key_scopes_validate
+from .validation import api_key_scopes_validate
 
 
 class SigningKeyInline(admin.TabularInline):
@@ -123,17 +134,20 @@ AGENT_JSON_FIELDS = (
 )
 
 
-class AgentForm(AgentSecretsFormMixin, forms.ModelForm):
+class AgentForm(AgentKindFormMixin, forms.ModelForm):
     executor_kind = forms.ChoiceField(choices=executor_kind_choices)
+    # Operators may still edit the whole config as JSON: a changed object wins over the fields.
+    config_json_editable = True
 
     class Meta:
         model = Agent
         fields = "__all__"
         formfield_callback = _https_urls
         help_texts = {
-            "executor_config": "JSON object; its shape depends on the kind (e.g. "
-            '{"class_path": ..., "init_kwargs": {...}} for python). It is shown to whoever '
-            "edits the agent: put API keys and tokens in the executor secrets below.",
+            "executor_config": "The whole config as stored. Edit it with the fields of the "
+            "agent's kind above; or change this JSON object to replace the whole config at once "
+            "(a changed object wins over the fields). Put API keys and tokens in the secrets, "
+            "never here: whoever edits the agent sees it.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -144,13 +158,27 @@ class AgentForm(AgentSecretsFormMixin, forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        agent_form_check(self, cleaned, AGENT_JSON_FIELDS)
+        self.agent_kind_check(cleaned, AGENT_JSON_FIELDS)
         return cleaned
 
 
-# Shown right after the executor config: what is stored (names only), then the write-only
-# field and the tick that clears.
-AGENT_SECRET_FIELDS = ("executor_secrets_status", "executor_secrets", "executor_secrets_clear")
+# What is stored of the config and the secrets: the JSON object, the secrets' names, the
+# free-form secrets (python's; any kind's as one object) and the tick that clears them all.
+AGENT_RAW_FIELDS = (
+    "executor_config",
+    "executor_secrets_status",
+    "executor_secrets",
+    "executor_secrets_clear",
+)
+# The agent's own fields before the kinds' groups; the card's come after.
+AGENT_HEAD_FIELDS = (
+    "tenant",
+    "slug",
+    "name",
+    "description",
+    "version",
+    "executor_kind",
+)
 
 
 @admin.register(Agent)
@@ -162,6 +190,9 @@ class AgentAdmin(admin.ModelAdmin):
     list_select_related = ("tenant",)
     search_fields = ("slug", "name", "tenant__slug")
     readonly_fields = ("executor_secrets_status",)
+
+    class Media:
+        js = ("console/agent_form.js",)
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
@@ -189,14 +220,85 @@ class AgentAdmin(admin.ModelAdmin):
             )
         return summary, {"agents": len(summary)}, set(), []
 
-    @method_decorator(sensitive_post_parameters("executor_secrets"))
+    @method_decorator(sensitive_post_parameters(*SECRET_POST_FIELDS))
     def changeform_view(self, *args: Any, **kwargs: Any) -> Any:
         return super().changeform_view(*args, **kwargs)
 
-    def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> list[str]:
-        fields = [f for f in super().get_fields(request, obj) if f not in AGENT_SECRET_FIELDS]
-        at = fields.index("executor_config") + 1
-        return [*fields[:at], *AGENT_SECRET_FIELDS, *fields[at:]]
+    def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> list[Any]:
+        """The agent's fields, one group per executor kind (agent_form.js shows the chosen
+        one), the stored config as JSON with the free-form secrets, then the card's fields."""
+        stored = _stored_secret_names(obj)
+        test_url = (
+            reverse("admin:agents_agent_test_connection", args=[obj.pk])
+            if obj is not None and obj.pk
+            else reverse("admin:agents_agent_test_connection_new")
+        )
+        groups = []
+        for kind in REGISTRY.values():
+            description = format_html("{}", kind.description)
+            if kind.secret_clashes is not None:
+                description = format_html(
+                    "{} Its secrets: the free-form executor secrets below.", description
+                )
+            if kind.connection_test is not None:
+                slug = kind_slug(kind.name)
+                description = format_html(
+                    '{}<div class="test-connection"><button type="button" class="button" '
+                    'data-test-connection data-url="{}" aria-describedby="test-status-{}">'
+                    'Test connection</button> <span class="test-status" id="test-status-{}" '
+                    'role="status" aria-live="polite"></span></div>',
+                    description,
+                    test_url,
+                    slug,
+                    slug,
+                )
+            groups.append(
+                (
+                    f"Executor: {kind.name}",
+                    {
+                        "classes": ("kind-group", f"kind-group--{kind_slug(kind.name)}"),
+                        "description": description,
+                        "fields": kind_field_names(kind.name, stored),
+                    },
+                )
+            )
+        placed = {*AGENT_HEAD_FIELDS, *AGENT_RAW_FIELDS}
+        rest = [f for f in super().get_fields(request, obj) if f not in placed]
+        rest = [f for f in rest if not f.startswith(("cfg__", "secret__", "secret_remove__"))]
+        return [
+            (None, {"fields": AGENT_HEAD_FIELDS}),
+            *groups,
+            ("Executor config as stored, and secrets", {"fields": AGENT_RAW_FIELDS}),
+            ("Card and access", {"fields": rest}),
+        ]
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.test_connection_view)
+        return [
+            path("test-connection/", view, name="agents_agent_test_connection_new"),
+            path("<path:object_id>/test-connection/", view, name="agents_agent_test_connection"),
+            *super().get_urls(),
+        ]
+
+    @method_decorator(sensitive_post_parameters(*SECRET_POST_FIELDS))
+    def test_connection_view(self, request: HttpRequest, object_id: str = "") -> HttpResponse:
+        """The console's "test connection" for the admin's form (agents.forms does both)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent, tenant = None, None
+        if object_id:
+            agent = self.get_object(request, unquote(object_id))
+            if agent is None:
+                raise Http404("No such agent.")
+            if not self.has_change_permission(request, agent):
+                raise PermissionDenied
+        elif not self.has_add_permission(request):
+            raise PermissionDenied
+        else:  # a new agent: the tenant chosen in the form
+            tenant_id = request.POST.get("tenant", "")
+            tenant = Tenant.objects.filter(pk=tenant_id).first() if tenant_id.isdigit() else None
+        answer, status = agent_connection_test_answer(request.POST, agent=agent, tenant=tenant)
+        return JsonResponse(answer, status=status)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
@@ -210,6 +312,15 @@ class AgentAdmin(admin.ModelAdmin):
     def card(self, agent: Agent) -> str:
         url = agent_base_url(agent) + ".well-known/agent-card.json"
         return format_html('<a href="{}">{}</a>', url, url)
+
+
+def _stored_secret_names(agent: Agent | None) -> list[str]:
+    if agent is None or not agent.executor_secrets_encrypted:
+        return []
+    try:
+        return executor_secret_names(agent.executor_secrets_encrypted)
+    except DecryptionFailed:
+        return []
 
 
 class ApiKeyForm(forms.ModelForm):

@@ -1,5 +1,5 @@
-"""Forms of the console: agent registration and editing (executor config checked per kind), API
-keys, and the people of a tenant."""
+"""Forms of the console: agent registration and editing (each executor kind's fields, checked by
+its config model; secrets write-only), API keys, and the people of a tenant."""
 
 from __future__ import annotations
 
@@ -10,14 +10,17 @@ from django import forms
 from django.conf import settings
 
 from agents.executors import executor_kind_choices
-from agents.forms import AgentSecretsFormMixin
+from agents.forms import AgentKindFormMixin
 from agents.models import DEFAULT_MODES, Agent, ApiKey, Membership
-from agents.validation import agent_form_check
 
 _JSON_FIELDS = ("executor_config", "skills", "default_input_modes", "default_output_modes")
 
 
-class AgentRegistrationForm(AgentSecretsFormMixin, forms.ModelForm):
+class AgentRegistrationForm(AgentKindFormMixin, forms.ModelForm):
+    """An agent's registration. The executor config comes from the chosen kind's group of
+    fields; the page does not show it as JSON, but a script may still post the whole object as
+    `executor_config` (agents.forms)."""
+
     executor_kind = forms.ChoiceField(
         choices=executor_kind_choices,
         help_text="What runs the agent: a built-in kind, or a Python AgentExecutor the operator "
@@ -42,8 +45,6 @@ class AgentRegistrationForm(AgentSecretsFormMixin, forms.ModelForm):
         )
         help_texts = {
             "slug": "The agent's name in its URLs: /a2a/<tenant>/<slug>/.",
-            "executor_config": "JSON object; its shape depends on the kind (e.g. "
-            '{"class_path": ..., "init_kwargs": {...}} for python).',
             "skills": 'JSON list of AgentSkill objects: [{"id": ..., "name": ..., '
             '"description": ...}].',
             "default_input_modes": 'JSON list of media types, e.g. ["text/plain"].',
@@ -51,7 +52,6 @@ class AgentRegistrationForm(AgentSecretsFormMixin, forms.ModelForm):
         }
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
-            "executor_config": forms.Textarea(attrs={"rows": 3, "class": "mono"}),
             "skills": forms.Textarea(attrs={"rows": 3, "class": "mono"}),
             "default_input_modes": forms.TextInput(attrs={"class": "mono"}),
             "default_output_modes": forms.TextInput(attrs={"class": "mono"}),
@@ -68,18 +68,26 @@ class AgentRegistrationForm(AgentSecretsFormMixin, forms.ModelForm):
             self.fields["executor_kind"].choices = [
                 c for c in self.fields["executor_kind"].choices if c[0] != "python"
             ]
-        self.initial.setdefault("executor_config", {})
+            self.kind_not_offered(
+                "python",
+                "Not offered here: the operator has allowed no Python executor classes "
+                "(A2A_PYTHON_EXECUTORS).",
+            )
         self.initial.setdefault("skills", [])
         self.initial.setdefault("default_input_modes", list(DEFAULT_MODES))
         self.initial.setdefault("default_output_modes", list(DEFAULT_MODES))
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        agent_form_check(self, cleaned, _JSON_FIELDS)
+        self.agent_kind_check(cleaned, _JSON_FIELDS)
         slug = cleaned.get("slug")
         if slug and Agent.objects.filter(tenant=self.instance.tenant, slug=slug).exists():
             self.add_error("slug", f"Tenant {self.instance.tenant.slug!r} has an agent {slug!r}.")
         return cleaned
+
+    def agent_fields(self) -> dict[str, Any]:
+        """The registration's fields as checked, for agents.services.agent_create."""
+        return {name: getattr(self.instance, name) for name in self._meta.fields}
 
 
 class AgentEditForm(AgentRegistrationForm):

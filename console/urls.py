@@ -16,7 +16,18 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.overview, name="overview"),
     path("t/<slug:tenant_slug>/agents/new/", views.agent_new, name="agent-new"),
+    # "Test connection": for a new agent (the tenant's), and for an existing one (its secrets).
+    path(
+        "t/<slug:tenant_slug>/agents/test-connection/",
+        views.agent_test_connection,
+        name="agent-test-connection",
+    ),
     path("t/<slug:tenant_slug>/a/<slug:agent_slug>/", views.agent_detail, name="agent"),
+    path(
+        "t/<slug:tenant_slug>/a/<slug:agent_slug>/test-connection/",
+        views.agent_test_connection,
+        name="agent-test-connection",
+    ),
     path("t/<slug:tenant_slug>/a/<slug:agent_slug>/edit/", views.agent_edit, name="agent-edit"),
     path(
         "t/<slug:tenant_slug>/a/<slug:agent_slug>/active/",

@@ -1,29 +1,35 @@
-"""Console pages: the overview, agent registration, an agent's page (URLs, client snippet, keys,
-card preview, the Try-it console) and its edit, disable and delete. Tasks, people, background
-work and charts live in their own modules."""
+"""Console pages: the overview, agent registration (each executor kind's fields, and "test
+connection"), an agent's page (URLs, client snippet, keys, card preview, the Try-it console) and
+its edit, disable and delete. Tasks, people, background work and charts live in their own
+modules."""
 
 from __future__ import annotations
-
-import json
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from agents.cards import agent_base_url, agent_card_json, grpc_tenant
-from agents.executors import REGISTRY
-from agents.forms import executor_secrets_status
+from agents.forms import (
+    SECRET_POST_FIELDS,
+    agent_connection_test_answer,
+    executor_secrets_status,
+    kind_testable,
+)
 from agents.models import Agent
 from agents.services import (
     ActionRefused,
+    agent_create,
     agent_delete,
     agent_set_active,
     agent_task_counts,
@@ -68,7 +74,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
-@sensitive_post_parameters("executor_secrets")
+@sensitive_post_parameters(*SECRET_POST_FIELDS)
 @login_required
 def agent_new(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_or_404(request.user, tenant_slug)
@@ -77,45 +83,51 @@ def agent_new(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             with transaction.atomic():
-                agent = form.save()
+                agent = agent_create(
+                    tenant=tenant,
+                    executor_secrets=form.secrets_to_store() or {},
+                    **form.agent_fields(),
+                )
         except IntegrityError:  # registered a moment ago by someone else
             form.add_error("slug", f"Tenant {tenant.slug!r} has an agent {form.instance.slug!r}.")
+        except ValidationError as exc:  # e.g. a host that resolves elsewhere since the check
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
         else:
             messages.success(request, f"Agent {agent.slug} registered; it is live at its URLs.")
-            return redirect("console:agent", tenant_slug=tenant.slug, agent_slug=agent.slug)
+            return redirect("console:agent", tenant_slug=agent.tenant.slug, agent_slug=agent.slug)
     return render(
         request,
         "console/agent_new.html",
-        {"tenant": tenant, "form": form, "kinds": _kinds_help()},
+        {
+            "tenant": tenant,
+            "form": form,
+            "test_url": reverse("console:agent-test-connection", args=[tenant.slug]),
+        },
     )
 
 
-def _kinds_help() -> list[dict]:
-    """Each executor kind's config keys (from its pydantic model), shown beside the form."""
-    kinds = []
-    for kind in REGISTRY.values():
-        schema = kind.config_model.model_json_schema()
-        required = set(schema.get("required", []))
-        fields = [
-            {
-                "name": name,
-                "type": spec.get("type", "any"),
-                "required": name in required,
-                "default": json.dumps(spec["default"]) if "default" in spec else "",
-                "description": spec.get("description", ""),
-            }
-            for name, spec in schema.get("properties", {}).items()
-        ]
-        allowed = settings.A2A_PYTHON_EXECUTORS if kind.name == "python" else None
-        kinds.append(
-            {
-                "name": kind.name,
-                "description": kind.description,
-                "fields": fields,
-                "allowed": allowed,
-            }
-        )
-    return kinds
+@sensitive_post_parameters(*SECRET_POST_FIELDS)
+@login_required
+@require_POST
+def agent_test_connection(
+    request: HttpRequest, tenant_slug: str, agent_slug: str | None = None
+) -> HttpResponse:
+    """The "test connection" of the registration and edit pages and of the agent's page: the
+    posted kind and its group are checked as a save would check them (a URL the SSRF guard
+    refuses is reported, not tried), then the kind's outside service is reached with the typed
+    secrets or, for an existing agent, the stored ones where none is typed; a new agent is
+    named by the slug typed in the form. With no kind posted the agent is tested as stored.
+    Answers JSON {"ok": bool, "message": str} ("errors": field -> messages when the form is
+    refused). Never echoes a secret."""
+    if agent_slug is None:
+        tenant, agent = tenant_or_404(request.user, tenant_slug), None
+    else:
+        agent = agent_or_404(request.user, tenant_slug, agent_slug)
+        tenant = agent.tenant
+    require_manager(request.user, tenant)
+    answer, status = agent_connection_test_answer(request.POST, agent=agent, tenant=tenant)
+    return JsonResponse(answer, status=status)
 
 
 def _snippet(agent: Agent) -> str:
@@ -184,6 +196,10 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
             "keys": keys,
             "key_form": ApiKeyForm(),
             "can_manage": role in MANAGING_ROLES,
+            "testable": kind_testable(agent.executor_kind),
+            "test_url": reverse(
+                "console:agent-test-connection", args=[agent.tenant.slug, agent.slug]
+            ),
             "role": role,
             "new_secret": _new_secret(request, agent),
         },
@@ -233,7 +249,7 @@ def key_revoke(
 # --- an agent's life: edit, disable or enable, delete ----------------------------------------
 
 
-@sensitive_post_parameters("executor_secrets")
+@sensitive_post_parameters(*SECRET_POST_FIELDS)
 @login_required
 def agent_edit(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
     agent = agent_or_404(request.user, tenant_slug, agent_slug)
@@ -256,8 +272,10 @@ def agent_edit(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
             "tenant": agent.tenant,
             "agent": agent,
             "form": form,
-            "kinds": _kinds_help(),
             "secrets_status": executor_secrets_status(agent),
+            "test_url": reverse(
+                "console:agent-test-connection", args=[agent.tenant.slug, agent.slug]
+            ),
         },
     )
 

@@ -185,3 +185,100 @@ def test_the_history_names_the_change_not_the_secret(
     admin_client.post(url, agent_form(tenant, executor_secrets=json.dumps({"suffix": SECRET})))
     history = admin_client.get(f"/admin/agents/agent/{agent.pk}/history/").content.decode()
     assert "Executor secrets" in history and SECRET not in history
+
+
+# --- each executor kind's fields ---------------------------------------------------------------
+
+
+def admin_posted(form, **changes):
+    """What the browser sends for the admin's form as it shows it, with `changes`."""
+    from django import forms as django_forms
+
+    data = {}
+    for field in form:
+        value = field.value()
+        widget = field.field.widget
+        if isinstance(widget, django_forms.CheckboxInput):
+            if value:
+                data[field.name] = "on"
+        elif isinstance(widget, django_forms.PasswordInput) or value is None:
+            data[field.name] = ""
+        elif isinstance(value, list):  # a select of several: the first is enough here
+            data[field.name] = str(value[0]) if value else ""
+        else:
+            data[field.name] = str(value)
+        if field.field.show_hidden_initial:  # rendered beside the field: the browser sends it
+            data[field.html_initial_name] = field.field.prepare_value(field.initial)
+    data.update(changes)
+    return data
+
+
+def test_the_change_form_shows_each_kinds_group_and_saves_its_fields(
+    admin_client, make_tenant, make_agent, settings
+):
+    settings.A2A_AGENT_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    agent = make_agent(make_tenant(), "writer")
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    response = admin_client.get(url)
+    page = response.content.decode()
+    # one fieldset per kind, with its fields and their help; the JSON config stays for operators
+    for kind in ("echo", "conformance", "python", "openai", "a2a_proxy", "webhook"):
+        assert f"kind-group--{kind}" in page, kind
+    assert 'name="cfg__openai__base_url"' in page and "requests go to &lt;base_url&gt;" in page
+    assert 'type="password" name="secret__openai__api_key"' in page
+    assert 'name="executor_config"' in page and "console/agent_form.js" in page
+    assert page.count("data-test-connection") == 3  # openai, a2a-proxy, webhook
+    # when the operator makes it an openai agent in the openai group
+    form = admin_posted(
+        response.context["adminform"].form,
+        executor_kind="openai",
+        cfg__openai__base_url="http://127.0.0.1:9/v1",
+        cfg__openai__model="small-model",
+        cfg__openai__max_tokens="64",
+        secret__openai__api_key=SECRET,
+    )
+    response = admin_client.post(url, form)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    agent.refresh_from_db()
+    assert agent.executor_kind == "openai"
+    assert agent.executor_config["model"] == "small-model"
+    assert (
+        agent.executor_config["max_tokens"] == 64 and agent.executor_config["temperature"] is None
+    )
+    assert json.loads(decrypt(agent.executor_secrets_encrypted)) == {"api_key": SECRET}
+    # then no admin page shows the key; the change page says it is set
+    for page_url, html in pages_of(admin_client, agent).items():
+        assert SECRET not in html, page_url
+    change = admin_client.get(url)
+    assert "Set — leave empty to keep it." in change.content.decode()
+    assert 'name="secret_remove__openai__api_key"' in change.content.decode()
+    # an error names its field, and the page with it does not echo a typed key
+    form = admin_posted(
+        change.context["adminform"].form,
+        cfg__openai__temperature="3",
+        secret__openai__api_key=SECRET + "-new",
+    )
+    response = admin_client.post(url, form)
+    html = response.content.decode()
+    assert response.status_code == 200 and "less than or equal to 2" in html
+    assert SECRET not in html
+    agent.refresh_from_db()
+    assert json.loads(decrypt(agent.executor_secrets_encrypted)) == {"api_key": SECRET}
+
+
+def test_the_admins_test_connection_answers_for_the_chosen_kind(
+    admin_client, make_tenant, make_agent
+):
+    agent = make_agent(make_tenant(), "writer")
+    url = f"/admin/agents/agent/{agent.pk}/test-connection/"
+    assert admin_client.get(url).status_code == 405
+    response = admin_client.post(url, {"executor_kind": "echo"})
+    assert response.status_code == 400 and "nothing to test" in response.json()["message"]
+    # 127.0.0.1 is refused in this process: reported on its field, not tried
+    response = admin_client.post(
+        "/admin/agents/agent/test-connection/",
+        {"executor_kind": "webhook", "cfg__webhook__url": "http://127.0.0.1:9/hook"},
+    )
+    answer = response.json()
+    assert response.status_code == 400 and answer["ok"] is False
+    assert "url" in answer["errors"]["cfg__webhook__url"][0]

@@ -164,18 +164,18 @@ def test_operator_journey(
     page.fill("#id_name", "Watcher")
     page.fill("#id_description", "Echoes, slowly enough to watch.")
     page.select_option("#id_executor_kind", "echo")
-    page.fill("#id_executor_config", '{"delay_seconds": 3}')
+    page.fill("#id_cfg__echo__delay_seconds", "3")
     screenshot(page, "03-registration")
-    page.fill("#id_executor_config", '{"delay_seconds": "soon"}')
+    page.fill("#id_cfg__echo__delay_seconds", "-1")
     page.click("form:has(#id_slug) [type=submit]")
-    error = page.locator("#error-executor_config")
-    expect(error).to_contain_text("delay_seconds")
+    error = page.locator("#error-cfg__echo__delay_seconds")
+    expect(error).to_contain_text("greater than or equal to 0")
     expect(page).to_have_url(base + new_agent_url)
     expect(page.locator("#id_slug")).to_have_value("watcher")  # the rest was kept
     screenshot(page, "04-registration-error")
 
     # registered with a good config: the agent's page, with its card
-    page.fill("#id_executor_config", '{"delay_seconds": 3}')
+    page.fill("#id_cfg__echo__delay_seconds", "3")
     page.click("form:has(#id_slug) [type=submit]")
     agent_url = f"{base}/console/t/{tenant.slug}/a/watcher/"
     expect(page).to_have_url(agent_url)

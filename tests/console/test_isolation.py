@@ -85,6 +85,12 @@ OBJECT_ROUTES: dict[str, tuple[Callable[[dict[str, Any]], str], tuple[str, ...]]
     "agent-edit": (lambda w: reverse("console:agent-edit", kwargs=_kw(w)), ("get", "post")),
     "agent-active": (lambda w: reverse("console:agent-active", kwargs=_kw(w)), ("post",)),
     "agent-delete": (lambda w: reverse("console:agent-delete", kwargs=_kw(w)), ("get", "post")),
+    # (The same name without the agent, for an agent not yet saved, is checked by
+    # tests/console/test_agent_kinds.py.)
+    "agent-test-connection": (
+        lambda w: reverse("console:agent-test-connection", kwargs=_kw(w)),
+        ("post",),
+    ),
     "people": (
         lambda w: reverse("console:people", kwargs={"tenant_slug": w["a"].slug}),
         ("get",),
@@ -143,6 +149,7 @@ OWNER_ONLY = {
     "agent-edit",
     "agent-active",
     "agent-delete",
+    "agent-test-connection",
     "person-add",
     "person-role",
     "person-remove",
