@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -61,7 +62,10 @@ def test_runweb_serves_one_port_from_several_daphne_processes(
     web = runweb(live_platform.env, port, tmp_path / "web.log", "--processes", "2")
     try:
         _wait_for_port(port, web, tmp_path / "web.log")
-        daphnes = children(web.pid)
+        # The first daphne may listen before runweb has started the second: wait for both.
+        deadline = time.monotonic() + 15
+        while len(daphnes := children(web.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert len(daphnes) == 2, (tmp_path / "web.log").read_text()
         for pid in daphnes:
             assert b"--fd" in Path(f"/proc/{pid}/cmdline").read_bytes()
