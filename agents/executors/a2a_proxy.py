@@ -90,7 +90,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from a2a_platform.ssrf import AGENT, UnsafeUrl, url_check
 
-from .outbound import ConnectionTestFailed, http_client, url_problem
+from .outbound import ConnectionTestFailed, http_client, in_chain, url_problem
 from .platform import platform_run
 
 logger = logging.getLogger(__name__)
@@ -202,27 +202,14 @@ def scrubbed(text: str, secrets: Mapping[str, str]) -> str:
     return text
 
 
-def _in_chain(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
 def upstream_problem(exc: Exception, who: str, timeout: float) -> str:
     """One sentence on why a call to the upstream failed, naming it (`who`)."""
-    unsafe = _in_chain(exc, UnsafeUrl)
-    if isinstance(unsafe, UnsafeUrl):
+    unsafe = in_chain(exc, UnsafeUrl)
+    if unsafe is not None:
         return _sentence(f"{who} was not contacted: {unsafe.reason}")
-    if any(
-        _in_chain(exc, k) for k in (A2AClientTimeoutError, TimeoutError, httpx.TimeoutException)
-    ):
+    if any(in_chain(exc, k) for k in (A2AClientTimeoutError, TimeoutError, httpx.TimeoutException)):
         return f"{who} did not answer within {timeout:g} seconds."
-    status = _in_chain(exc, httpx.HTTPStatusError)
+    status = in_chain(exc, httpx.HTTPStatusError)
     if isinstance(status, httpx.HTTPStatusError):
         response = status.response
         said = (
@@ -233,14 +220,14 @@ def upstream_problem(exc: Exception, who: str, timeout: float) -> str:
         return _sentence(
             f"{who} answered HTTP {response.status_code} {response.reason_phrase}{said}"
         )
-    rpc = _in_chain(exc, grpc.aio.AioRpcError)
+    rpc = in_chain(exc, grpc.aio.AioRpcError)
     if isinstance(rpc, grpc.aio.AioRpcError):
         return _sentence(f"{who} answered gRPC {rpc.code().name}: {rpc.details()}")
     if isinstance(exc, A2AError) and not isinstance(exc, A2AClientError):
         code = JSON_RPC_ERROR_CODE_MAP.get(type(exc))
         where = f" {code}" if code is not None else ""
         return _sentence(f"{who} answered error{where} ({type(exc).__name__}): {exc.message}")
-    network = _in_chain(exc, httpx.RequestError)
+    network = in_chain(exc, httpx.RequestError)
     if network is not None:
         return _sentence(f"{who} could not be reached: {network or type(network).__name__}")
     if isinstance(exc, AgentCardResolutionError):

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from a2a_platform.ssrf import UnsafeUrl
 
-from .outbound import ConnectionTestFailed, http_client, url_problem
+from .outbound import ConnectionTestFailed, error_chain, http_client, in_chain, url_problem
 from .platform import platform_run
 
 SECRET_NAMES = ("api_key",)
@@ -349,7 +349,7 @@ def failure_reason(
 ) -> str:
     """One sentence for the tenant naming what the endpoint did: its HTTP status, a timeout,
     the SSRF guard's refusal. The endpoint's own message is quoted when short (the key never)."""
-    refusal = _guard_refusal(exc)
+    refusal = in_chain(exc, UnsafeUrl)
     if refusal is not None:
         return refusal.reason
     seconds = f"{timeout:g} s"
@@ -392,21 +392,8 @@ def failure_reason(
     return _redact(f"The model endpoint could not be used: {type(exc).__name__}: {exc}.", secret)
 
 
-def _chain(exc: BaseException) -> Iterable[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def _guard_refusal(exc: BaseException) -> UnsafeUrl | None:
-    return next((e for e in _chain(exc) if isinstance(e, UnsafeUrl)), None)
-
-
 def _root_cause(exc: BaseException) -> BaseException:
-    *_, last = _chain(exc)
+    *_, last = error_chain(exc)
     return last
 
 

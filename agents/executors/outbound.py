@@ -5,11 +5,14 @@ save time and at connect time (a2a_platform.ssrf, the agents' policy), and the o
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TypeVar
 
 import httpx
 
 from a2a_platform.ssrf import AGENT, UnsafeUrl, guarded_async_client, url_check
+
+E = TypeVar("E", bound=BaseException)
 
 
 class ConnectionTestFailed(Exception):
@@ -32,3 +35,19 @@ def http_client(*, timeout: float, **kwargs: Any) -> httpx.AsyncClient:
     for each read (a stream that goes quiet that long ends), no redirects, no proxy from the
     environment."""
     return guarded_async_client(policy=AGENT, timeout=httpx.Timeout(timeout), **kwargs)
+
+
+def error_chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what caused it, and so on: clients wrap what a transport raises (the guard's
+    refusal inside an httpx or SDK error, say)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def in_chain(exc: BaseException, kind: type[E]) -> E | None:
+    """The first error of `kind` in `exc`'s chain (error_chain), or None."""
+    return next((e for e in error_chain(exc) if isinstance(e, kind)), None)

@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from a2a_platform.db import db
 from a2a_platform.ssrf import UnsafeUrl
 
-from .outbound import ConnectionTestFailed, http_client, url_problem
+from .outbound import ConnectionTestFailed, http_client, in_chain, url_problem
 from .platform import PlatformRun, platform_run
 
 logger = logging.getLogger(__name__)
@@ -348,18 +348,6 @@ def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
-def _refusal(exc: BaseException) -> UnsafeUrl | None:
-    """The guard's refusal behind an error, if one is (httpx may wrap what a transport raises)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, UnsafeUrl):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
 async def _post(
     config: WebhookConfig,
     *,
@@ -398,7 +386,7 @@ async def _post(
             f"Your service did not answer within {_seconds(timeout)} (timeout_seconds)."
         ) from None
     except Exception as exc:
-        refusal = _refusal(exc)
+        refusal = in_chain(exc, UnsafeUrl)
         if refusal is not None:
             raise ServiceFailed(refusal.reason) from None
         if isinstance(exc, httpx.HTTPError):
