@@ -32,8 +32,10 @@ run: setup
 test: setup
 	./scripts/test.sh
 
+# ruff, and the import contracts of docs/architecture.md (import-linter, pyproject.toml).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) var

@@ -23,12 +23,11 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from socketserver import ThreadingMixIn
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, TypeVar
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 from prometheus_client import (
@@ -43,7 +42,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from tasks_app.dialects import SUPPORTED_VERSIONS
+from a2a_platform.versions import SUPPORTED_VERSIONS
 
 logger = logging.getLogger(__name__)
 
@@ -80,12 +79,6 @@ DOORBELL_WAITERS = Gauge(
 )
 
 
-class _Call(Protocol):
-    @property
-    def dialect(self) -> str: ...
-
-
-C = TypeVar("C", bound=_Call)
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
@@ -95,17 +88,16 @@ def _observe(method: str, dialect: str, outcome: str, started: float) -> None:
     SEND_LATENCY.labels(method, dialect, outcome).observe(time.perf_counter() - started)
 
 
-def timed_send(
-    operation: Callable[Concatenate[C, P], Awaitable[R]],
-) -> Callable[Concatenate[C, P], Awaitable[R]]:
-    """Observe a SendMessage operation until it answers. A call cancelled because its client
-    left got no answer and is not observed."""
+def timed_send(operation: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Observe a SendMessage operation (keyword arguments, one of them its `caller`) until it
+    answers. A call cancelled because its client left got no answer and is not observed."""
 
     @functools.wraps(operation)
-    async def timed(caller: C, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def timed(*args: P.args, **kwargs: P.kwargs) -> R:
+        caller: Any = kwargs["caller"]  # an operation's Caller: it knows its dialect
         started = time.perf_counter()
         try:
-            result = await operation(caller, *args, **kwargs)
+            result = await operation(*args, **kwargs)
         except Exception:
             _observe("SendMessage", caller.dialect, "error", started)
             raise
@@ -116,16 +108,17 @@ def timed_send(
 
 
 def timed_send_stream(
-    operation: Callable[Concatenate[C, P], Awaitable[AsyncIterator[T | None]]],
-) -> Callable[Concatenate[C, P], Awaitable[AsyncIterator[T | None]]]:
+    operation: Callable[P, Awaitable[AsyncIterator[T | None]]],
+) -> Callable[P, Awaitable[AsyncIterator[T | None]]]:
     """Observe a SendStreamingMessage operation until its stream yields its first event
     (keep-alives, None, are not events)."""
 
     @functools.wraps(operation)
-    async def timed(caller: C, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T | None]:
+    async def timed(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T | None]:
+        caller: Any = kwargs["caller"]  # an operation's Caller: it knows its dialect
         started = time.perf_counter()
         try:
-            stream = await operation(caller, *args, **kwargs)
+            stream = await operation(*args, **kwargs)
         except Exception:
             _observe("SendStreamingMessage", caller.dialect, "error", started)
             raise
@@ -154,6 +147,16 @@ async def _until_first_event(
 # --- read at scrape time --------------------------------------------------------------------
 
 
+# The app selectors a scrape reads the database with, handed over by the apps when Django
+# starts (tasks_app.apps, push_app.apps): the apps import the instruments of this module, so
+# it imports none of them.
+_READERS: dict[str, Callable[[], Any]] = {}
+
+
+def scrape_reader_register(name: str, reader: Callable[[], Any]) -> None:
+    _READERS[name] = reader
+
+
 class StorageCollector(Collector):
     """Counts read from PostgreSQL and the broker on each scrape: exact for the whole cluster.
 
@@ -175,35 +178,21 @@ class StorageCollector(Collector):
         yield from self._broker()
 
     def _database(self) -> Iterator[Metric]:
-        # Imported here: tasks_app imports the instruments above before the push app exists.
-        from push_app.models import Delivery, DeliveryAttempt
-        from tasks_app.models import STATE_CHOICES, Task
-
         up = _up_family("a2a_database_up", "database")
         try:
-            tasks = list(
-                Task.objects.values_list("tenant__slug", "agent__slug", "state")
-                .annotate(n=Count("pk"))
-                .order_by()
-            )
-            attempts = dict(
-                DeliveryAttempt.objects.values_list("outcome").annotate(n=Count("pk")).order_by()
-            )
-            dead = Delivery.objects.filter(state=Delivery.State.DEAD).count()
+            tasks = _READERS["task_counts_by_agent"]()
+            attempts = _READERS["delivery_attempt_counts"]()
+            dead = _READERS["delivery_dead_count"]()
         except DatabaseError as exc:
             logger.warning("Metrics: the database could not be read: %s", exc)
             up.add_metric([], 0)
             yield up
             return
         task_family, attempt_family, dead_family = _database_families()
-        by_agent: dict[tuple[str, str], dict[str, int]] = {}
-        for tenant, agent, state, n in tasks:
-            by_agent.setdefault((tenant, agent), {})[state] = n
-        for (tenant, agent), counts in sorted(by_agent.items()):
-            # Every state of an agent that has tasks, 0 included: a series that vanishes when
-            # its last task moves on would read as "no data" rather than "none".
-            for state, _ in STATE_CHOICES:
-                task_family.add_metric([tenant, agent, state], counts.get(state, 0))
+        # Every state of an agent that has tasks, 0 included (the selector fills them in).
+        for (tenant, agent), counts in sorted(tasks.items()):
+            for state, n in counts.items():
+                task_family.add_metric([tenant, agent, state], n)
         for outcome in sorted({*PUSH_OUTCOMES, *attempts}):
             attempt_family.add_metric([outcome], attempts.get(outcome, 0))
         dead_family.add_metric([], dead)

@@ -239,7 +239,7 @@ USE_TZ = True
 
 # --- The REST binding's OpenAPI schema (/api/schema/) and Swagger UI (/api/docs/) ---
 REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "tasks_app.openapi.A2ARestSchema",
+    "DEFAULT_SCHEMA_CLASS": "bindings.openapi.A2ARestSchema",
     # The A2A views authenticate with API keys themselves; the schema and docs pages are
     # public. DRF's defaults (session and Basic auth) would only add a password-guessing door.
     "DEFAULT_AUTHENTICATION_CLASSES": [],
@@ -257,7 +257,7 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "PREPROCESSING_HOOKS": ["tasks_app.openapi.only_rest_binding"],
+    "PREPROCESSING_HOOKS": ["bindings.openapi.only_rest_binding"],
     # Swagger UI from drf-spectacular-sidecar, served by the docs view itself: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -11,11 +11,11 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from a2a_platform.health import healthz, readyz
 from a2a_platform.metrics import metrics
+from a2a_platform.versions import V0_3, V1_0
 from agents.views import agent_card, jwks, tenant_jwks
-from tasks_app import rest
-from tasks_app.callbacks import webhook_callback
-from tasks_app.dialects import V0_3, V1_0
-from tasks_app.jsonrpc import agent_jsonrpc
+from bindings import rest
+from bindings.callbacks import webhook_callback
+from bindings.jsonrpc import agent_jsonrpc
 
 
 class TaskIdConverter:

@@ -6,7 +6,7 @@ from . import views_ops
 
 urlpatterns = [
     path("workers/", views_ops.workers, name="workers"),
-    path("workers/revoke/", views_ops.job_revoke, name="job-revoke"),
+    path("workers/revoke/", views_ops.job_revoke_view, name="job-revoke"),
     path("deliveries/", views_ops.deliveries, name="deliveries"),
     path("deliveries/<uuid:delivery_id>/", views_ops.delivery_detail, name="delivery"),
     path(

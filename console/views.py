@@ -9,12 +9,10 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
@@ -33,61 +31,39 @@ from agents.services import (
     agent_delete,
     agent_set_active,
     agent_task_counts,
-    agent_update,
     api_key_create,
 )
 
 from .forms import AgentEditForm, AgentRegistrationForm, ApiKeyForm, pretty_json
-from .scoping import (
-    MANAGING_ROLES,
-    agent_or_404,
-    owned_tenants,
-    require_manager,
-    role_in,
-    tenant_or_404,
-    visible_agents,
-    visible_tenants,
+from .scoping import MANAGING_ROLES, require_manager
+from .selectors import (
+    agent_get_or_404,
+    api_key_list,
+    membership_role,
+    overview_get,
+    tenant_get_or_404,
 )
+from .services import agent_change, api_key_revoke
 
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
-    tenants = list(visible_tenants(request.user).order_by("slug"))
-    agents = list(visible_agents(request.user).order_by("tenant__slug", "slug"))
-    counts: dict[int, dict[str, int]] = {}
-    rows = (
-        visible_agents(request.user)
-        .values("pk", "tasks__state")
-        .annotate(n=Count("tasks"))
-        .filter(n__gt=0)
-    )
-    for row in rows:
-        counts.setdefault(row["pk"], {})[row["tasks__state"]] = row["n"]
-    for agent in agents:
-        agent.state_counts = sorted(counts.get(agent.pk, {}).items())
-        agent.n = sum(counts.get(agent.pk, {}).values())
-    managed = tenants if request.user.is_staff else owned_tenants(request.user, tenants)
-    return render(
-        request,
-        "console/overview.html",
-        {"tenants": tenants, "agents": agents, "managed_tenants": managed},
-    )
+    return render(request, "console/overview.html", overview_get(user=request.user))
 
 
 @sensitive_post_parameters(*SECRET_POST_FIELDS)
 @login_required
 def agent_new(request: HttpRequest, tenant_slug: str) -> HttpResponse:
-    tenant = tenant_or_404(request.user, tenant_slug)
+    tenant = tenant_get_or_404(user=request.user, tenant_slug=tenant_slug)
     require_manager(request.user, tenant)
     form = AgentRegistrationForm(request.POST or None, tenant=tenant)
     if request.method == "POST" and form.is_valid():
-        try:
-            with transaction.atomic():
-                agent = agent_create(
-                    tenant=tenant,
-                    executor_secrets=form.secrets_to_store() or {},
-                    **form.agent_fields(),
-                )
+        try:  # agent_create owns its transaction: a refused save leaves nothing behind
+            agent = agent_create(
+                tenant=tenant,
+                executor_secrets=form.secrets_to_store() or {},
+                **form.agent_fields(),
+            )
         except IntegrityError:  # registered a moment ago by someone else
             form.add_error("slug", f"Tenant {tenant.slug!r} has an agent {form.instance.slug!r}.")
         except ValidationError as exc:  # e.g. a host that resolves elsewhere since the check
@@ -121,9 +97,9 @@ def agent_test_connection(
     Answers JSON {"ok": bool, "message": str} ("errors": field -> messages when the form is
     refused). Never echoes a secret."""
     if agent_slug is None:
-        tenant, agent = tenant_or_404(request.user, tenant_slug), None
+        tenant, agent = tenant_get_or_404(user=request.user, tenant_slug=tenant_slug), None
     else:
-        agent = agent_or_404(request.user, tenant_slug, agent_slug)
+        agent = agent_get_or_404(user=request.user, tenant_slug=tenant_slug, agent_slug=agent_slug)
         tenant = agent.tenant
     require_manager(request.user, tenant)
     answer, status = agent_connection_test_answer(request.POST, agent=agent, tenant=tenant)
@@ -170,7 +146,7 @@ def _new_secret(request: HttpRequest, agent: Agent) -> dict | None:
 @never_cache  # the page may carry a new key's secret
 @login_required
 def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
-    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    agent = agent_get_or_404(user=request.user, tenant_slug=tenant_slug, agent_slug=agent_slug)
     base = agent_base_url(agent)
     urls = [
         ("Agent card", base + ".well-known/agent-card.json"),
@@ -178,10 +154,7 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
         ("HTTP+JSON v1.0", base.rstrip("/")),
         ("HTTP+JSON v0.3", base + "v1"),
     ]
-    role = role_in(request.user, agent.tenant)
-    keys = agent.tenant.api_keys.filter(
-        Q(agent__isnull=True) | Q(agent=agent), revoked_at__isnull=True
-    ).order_by("-created_at")
+    role = membership_role(user=request.user, tenant=agent.tenant)
     return render(
         request,
         "console/agent.html",
@@ -193,7 +166,7 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
             "grpc_tenant": grpc_tenant(agent),
             "snippet": _snippet(agent),
             "card_json": pretty_json(agent_card_json(agent)),
-            "keys": keys,
+            "keys": api_key_list(agent=agent),
             "key_form": ApiKeyForm(),
             "can_manage": role in MANAGING_ROLES,
             "testable": kind_testable(agent.executor_kind),
@@ -209,7 +182,7 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
 @login_required
 @require_POST
 def key_create(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
-    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    agent = agent_get_or_404(user=request.user, tenant_slug=tenant_slug, agent_slug=agent_slug)
     require_manager(request.user, agent.tenant)
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
@@ -234,14 +207,12 @@ def key_create(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
 def key_revoke(
     request: HttpRequest, tenant_slug: str, agent_slug: str, prefix: str
 ) -> HttpResponse:
-    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    agent = agent_get_or_404(user=request.user, tenant_slug=tenant_slug, agent_slug=agent_slug)
     require_manager(request.user, agent.tenant)
-    key = agent.tenant.api_keys.filter(prefix=prefix, revoked_at__isnull=True).first()
-    if key is None or key.agent_id not in (None, agent.pk):
+    key = api_key_revoke(agent=agent, prefix=prefix)
+    if key is None:
         messages.error(request, f"No active key {prefix!r} for this agent.")
     else:
-        key.revoked_at = timezone.now()
-        key.save(update_fields=["revoked_at"])
         messages.success(request, f"API key {key.name} ({key.prefix}…) revoked.")
     return redirect("console:agent", tenant_slug=agent.tenant.slug, agent_slug=agent.slug)
 
@@ -252,13 +223,15 @@ def key_revoke(
 @sensitive_post_parameters(*SECRET_POST_FIELDS)
 @login_required
 def agent_edit(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
-    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    agent = agent_get_or_404(user=request.user, tenant_slug=tenant_slug, agent_slug=agent_slug)
     require_manager(request.user, agent.tenant)
     form = AgentEditForm(request.POST or None, instance=agent, tenant=agent.tenant)
     if request.method == "POST" and form.is_valid():
-        with transaction.atomic():  # the fields and the secrets together, or neither
-            agent_update(agent=form.save(commit=False), fields=AgentEditForm.Meta.fields)
-            form.save_executor_secrets(agent)
+        agent_change(
+            agent=form.save(commit=False),  # the form's values on the agent, not yet saved
+            fields=AgentEditForm.Meta.fields,
+            executor_secrets=form.secrets_to_store(),
+        )
         messages.success(
             request,
             f"Agent {agent.slug} saved; its card and every process follow within "
@@ -283,7 +256,7 @@ def agent_edit(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
 @login_required
 @require_POST
 def agent_active(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
-    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    agent = agent_get_or_404(user=request.user, tenant_slug=tenant_slug, agent_slug=agent_slug)
     require_manager(request.user, agent.tenant)
     value = request.POST.get("active")
     if value not in ("true", "false"):
@@ -306,7 +279,7 @@ def agent_active(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
 @login_required
 def agent_delete_view(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
     """A page that says what goes with the agent, and asks for its slug to be typed."""
-    agent = agent_or_404(request.user, tenant_slug, agent_slug)
+    agent = agent_get_or_404(user=request.user, tenant_slug=tenant_slug, agent_slug=agent_slug)
     require_manager(request.user, agent.tenant)
     problem = ""
     if request.method == "POST":

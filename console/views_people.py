@@ -10,9 +10,8 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.tokens import default_token_generator
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.db import IntegrityError
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.encoding import force_bytes
@@ -21,15 +20,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from agents.models import Membership, Tenant
-from agents.services import (
-    ActionRefused,
-    membership_add,
-    membership_remove,
-    membership_set_role,
-)
+from agents.services import ActionRefused, membership_remove, membership_set_role
 
 from .forms import PersonAddForm, RoleForm
-from .scoping import can_manage, require_manager, tenant_or_404
+from .scoping import can_manage, require_manager
+from .selectors import membership_get_or_404, membership_list, tenant_get_or_404
+from .services import membership_add_by_username
 
 NEW_INVITE = "console_new_invite"
 
@@ -44,18 +40,10 @@ def _invite_link(user: object) -> str:
     return settings.A2A_PUBLIC_BASE_URL + path
 
 
-def _membership_or_404(tenant: Tenant, pk: int) -> Membership:
-    membership = Membership.objects.select_related("user", "tenant").filter(tenant=tenant, pk=pk)
-    found = membership.first()
-    if found is None:
-        raise Http404("No such person in this tenant.")
-    return found
-
-
 @never_cache  # the page may carry an invitation link
 @login_required
 def people(request: HttpRequest, tenant_slug: str) -> HttpResponse:
-    tenant = tenant_or_404(request.user, tenant_slug)
+    tenant = tenant_get_or_404(user=request.user, tenant_slug=tenant_slug)
     invite = request.session.get(NEW_INVITE)
     if invite and invite.get("tenant") == tenant.pk:
         del request.session[NEW_INVITE]
@@ -66,7 +54,7 @@ def people(request: HttpRequest, tenant_slug: str) -> HttpResponse:
         "console/people.html",
         {
             "tenant": tenant,
-            "memberships": tenant.memberships.select_related("user").order_by("user__username"),
+            "memberships": membership_list(tenant=tenant),
             "can_manage": can_manage(request.user, tenant),
             # Emails only to operators: an owner could otherwise read any account's email by
             # adding it.
@@ -85,29 +73,19 @@ def _back(tenant: Tenant) -> HttpResponse:
 @login_required
 @require_POST
 def person_add(request: HttpRequest, tenant_slug: str) -> HttpResponse:
-    tenant = tenant_or_404(request.user, tenant_slug)
+    tenant = tenant_get_or_404(user=request.user, tenant_slug=tenant_slug)
     require_manager(request.user, tenant)
     form = PersonAddForm(request.POST)
     if not form.is_valid():
         for field, errors in form.errors.items():
             messages.error(request, f"Nobody added: {field}: {' '.join(errors)}")
         return _back(tenant)
-    User = get_user_model()
-    # By user name only: an email is whatever an account's maker typed, so it says nothing
-    # about who holds the account.
-    username = User.normalize_username(form.cleaned_data["username"])
-    email, role = form.cleaned_data["email"], form.cleaned_data["role"]
-    user = User.objects.filter(username=username).first()
-    created = user is None
+    username = get_user_model().normalize_username(form.cleaned_data["username"])
+    role = form.cleaned_data["role"]
     try:
-        with transaction.atomic():
-            if created:
-                user = _new_account(User, username, email)
-            elif not user.is_active:
-                raise ActionRefused(
-                    f"The account {username} is disabled; an operator can enable it in the admin."
-                )
-            membership_add(tenant=tenant, user=user, role=role)
+        user, created = membership_add_by_username(
+            tenant=tenant, username=username, email=form.cleaned_data["email"], role=role
+        )
     except ActionRefused as exc:
         messages.error(request, f"Nobody added: {exc}")
         return _back(tenant)
@@ -128,22 +106,12 @@ def person_add(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     return _back(tenant)
 
 
-def _new_account(User: type, username: str, email: str) -> object:
-    """An account with no usable password yet, its name checked as Django's forms check it."""
-    try:
-        User.username_validator(username)
-    except ValidationError as exc:
-        problem = " ".join(exc.messages)
-        raise ActionRefused(f"{username!r} cannot be a user name: {problem}") from None
-    return User.objects.create_user(username=username, email=email)
-
-
 @login_required
 @require_POST
 def person_role(request: HttpRequest, tenant_slug: str, membership_id: int) -> HttpResponse:
-    tenant = tenant_or_404(request.user, tenant_slug)
+    tenant = tenant_get_or_404(user=request.user, tenant_slug=tenant_slug)
     require_manager(request.user, tenant)
-    membership = _membership_or_404(tenant, membership_id)
+    membership = membership_get_or_404(tenant=tenant, membership_id=membership_id)
     form = RoleForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Role not changed: {' '.join(form.errors.get('role', []))}")
@@ -162,9 +130,9 @@ def person_role(request: HttpRequest, tenant_slug: str, membership_id: int) -> H
 @login_required
 @require_POST
 def person_remove(request: HttpRequest, tenant_slug: str, membership_id: int) -> HttpResponse:
-    tenant = tenant_or_404(request.user, tenant_slug)
+    tenant = tenant_get_or_404(user=request.user, tenant_slug=tenant_slug)
     require_manager(request.user, tenant)
-    membership = _membership_or_404(tenant, membership_id)
+    membership = membership_get_or_404(tenant=tenant, membership_id=membership_id)
     try:
         membership_remove(membership=membership)
     except ActionRefused as exc:

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
@@ -18,7 +16,6 @@ from channels.db import database_sync_to_async
 from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q, QuerySet
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -31,11 +28,22 @@ from django.utils.http import urlencode
 from a2a_platform.metrics import SSE_STREAMS_OPEN
 from agents.cards import agent_base_url
 from agents.models import Agent
+from bindings.sse import sse_frame
+from tasks_app.errors import InvalidParamsError
 from tasks_app.models import INTERRUPTED_STATES, STATE_CHOICES, TERMINAL_STATES, Task, TaskEvent
 from tasks_app.streams import EventFollower
 
 from .forms import pretty_json
-from .scoping import agent_path, can_manage, task_or_404, visible_agents, visible_tasks
+from .scoping import can_manage
+from .selectors import (
+    agent_list,
+    agent_path,
+    task_detail_get,
+    task_event_rows,
+    task_get_or_404,
+    task_page_get,
+    task_state_counts,
+)
 
 PAGE_SIZE = 50
 # A task page shows the newest events only: an agent streaming many chunks must not make the
@@ -108,43 +116,6 @@ class TaskFilterForm(forms.Form):
         path = self.cleaned_data.get("agent") if hasattr(self, "cleaned_data") else None
         return self.agents.get(path) if path else None
 
-    def apply(self, tasks: QuerySet[Task]) -> QuerySet[Task]:
-        data = self.cleaned_data
-        if agent := self.selected_agent():
-            tasks = tasks.filter(agent=agent)
-        if data.get("state"):
-            tasks = tasks.filter(state=data["state"])
-        if data.get("context"):
-            tasks = tasks.filter(context_id=data["context"])
-        if data.get("since"):
-            tasks = tasks.filter(status_timestamp__gte=data["since"])
-        if data.get("until"):
-            tasks = tasks.filter(status_timestamp__lt=data["until"])
-        return tasks
-
-
-class BadCursor(ValueError):
-    pass
-
-
-def cursor_encode(task: Task) -> str:
-    """Where the next page starts: after this task in (-status_timestamp, -id) order."""
-    raw = f"{task.status_timestamp.isoformat()}|{task.pk}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def cursor_decode(value: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
-        stamp, _, pk = raw.partition("|")
-        moment = datetime.fromisoformat(stamp)
-        if moment.tzinfo is None:
-            raise ValueError("naive timestamp")
-        # In UTC now: a date at the edge of the calendar fails here, not in the query.
-        return moment.astimezone(UTC), uuid.UUID(pk)
-    except (ValueError, OverflowError) as exc:  # binascii and Unicode errors are ValueErrors
-        raise BadCursor(value) from exc
-
 
 def _filter_query(request: HttpRequest, **extra: str) -> str:
     """The query string of the current filters (only the known ones), plus `extra`."""
@@ -153,45 +124,41 @@ def _filter_query(request: HttpRequest, **extra: str) -> str:
     return urlencode(params)
 
 
-def _state_counts(tasks: QuerySet[Task]) -> list[tuple[str, int]]:
-    rows = dict(tasks.order_by().values_list("state").annotate(n=Count("pk")))
-    return [(state, rows[state]) for state, _ in STATE_CHOICES if rows.get(state)]
-
-
 @login_required
 def task_list(request: HttpRequest) -> HttpResponse:
-    agents = visible_agents(request.user).order_by("tenant__slug", "slug")
-    form = TaskFilterForm(request.GET, agents=agents)
+    form = TaskFilterForm(request.GET, agents=agent_list(user=request.user))
     valid = form.is_valid()
     problems = form.problems()
-    visible = visible_tasks(request.user)
+    agent = form.selected_agent()
 
     after = request.GET.get("after", "")
     page: list[Task] = []
     next_query = ""
     if valid:
-        tasks = form.apply(visible).select_related("agent", "tenant")
+        data = form.cleaned_data
         try:
-            if after:
-                moment, pk = cursor_decode(after)
-                tasks = tasks.filter(
-                    Q(status_timestamp__lt=moment) | Q(status_timestamp=moment, id__lt=pk)
-                )
-        except BadCursor:
+            # The page link carries ListTasks' own page token (tasks_app.selectors).
+            found = task_page_get(
+                user=request.user,
+                agent=agent,
+                state=data.get("state") or "",
+                context_id=data.get("context") or "",
+                since=data.get("since"),
+                until=data.get("until"),
+                after=after,
+                size=PAGE_SIZE,
+            )
+        except InvalidParamsError:
             problems.append(
                 "Page (after): this is not a page link this console made; start again from "
                 "the first page."
             )
         else:
-            page = list(tasks.order_by("-status_timestamp", "-id")[: PAGE_SIZE + 1])
-            if len(page) > PAGE_SIZE:
-                page = page[:PAGE_SIZE]
-                next_query = _filter_query(request, after=cursor_encode(page[-1]))
+            page = found["tasks"]
+            if found["next_after"]:
+                next_query = _filter_query(request, after=found["next_after"])
 
-    counted = visible
-    if agent := form.selected_agent():
-        counted = counted.filter(agent=agent)
-    counts = _state_counts(counted)
+    counts = task_state_counts(user=request.user, agent=agent)
     return render(
         request,
         "console/tasks.html",
@@ -348,10 +315,11 @@ def usage_summary(usage: Any) -> str:
 
 @login_required
 def task_detail(request: HttpRequest, tenant_slug: str, task_id: str) -> HttpResponse:
-    task = task_or_404(request.user, tenant_slug, task_id)
+    task = task_get_or_404(user=request.user, tenant_slug=tenant_slug, task_id=task_id)
+    detail = task_detail_get(task=task, events_shown=EVENTS_SHOWN)
     history = [
         {"role": m.role, "message_id": m.message_id, "parts": parts_view(m.data.get("parts"))}
-        for m in task.messages.all()
+        for m in detail["messages"]
     ]
     artifacts = [
         {
@@ -360,10 +328,9 @@ def task_detail(request: HttpRequest, tenant_slug: str, task_id: str) -> HttpRes
             "description": a.data.get("description", ""),
             "parts": parts_view(a.data.get("parts")),
         }
-        for a in task.artifacts.all()
+        for a in detail["artifacts"]
     ]
-    newest = list(task.events.order_by("-seq")[:EVENTS_SHOWN])[::-1]
-    events = [_event_view(e) for e in newest]
+    events = [_event_view(e) for e in detail["events"]]
     status_message = task.status_message or {}
     return render(
         request,
@@ -404,11 +371,7 @@ class EventFrame(TypedDict):
 
 
 def _event_frames_from(task_pk: uuid.UUID, seq: int) -> list[EventFrame]:
-    rows = (
-        TaskEvent.objects.filter(task_id=task_pk, seq__gte=seq)
-        .order_by("seq")
-        .values_list("seq", "kind", "state", "created_at", "data")[:100]
-    )
+    rows = task_event_rows(task_id=task_pk, from_seq=seq)
     return [
         {
             "seq": s,
@@ -423,12 +386,12 @@ def _event_frames_from(task_pk: uuid.UUID, seq: int) -> list[EventFrame]:
 
 
 def _sse(frame: EventFrame) -> bytes:
-    return f"id: {frame['seq']}\ndata: {json.dumps(frame)}\n\n".encode()
+    return sse_frame(frame, event_id=frame["seq"])
 
 
 def _sse_end(state: str) -> bytes:
     # Tells the page the task is over, so its EventSource closes instead of reconnecting.
-    return f"event: end\ndata: {json.dumps({'state': state})}\n\n".encode()
+    return sse_frame({"state": state}, event="end")
 
 
 async def _stream(task_pk: uuid.UUID, after: int, state: str, ended: bool) -> AsyncIterator[bytes]:
@@ -474,7 +437,7 @@ async def task_events(request: HttpRequest, tenant_slug: str, task_id: str) -> H
     # One lookup at the start of the request, run as the ORM's own a* methods run theirs; the
     # stream's many reads, spread over its whole life, go through database_sync_to_async (in
     # the follower, and below), which also drops stale connections between them.
-    task = await sync_to_async(task_or_404)(user, tenant_slug, task_id)
+    task = await sync_to_async(task_get_or_404)(user=user, tenant_slug=tenant_slug, task_id=task_id)
     try:
         after = _after(request, task.last_seq)
     except ValueError:

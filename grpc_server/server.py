@@ -21,8 +21,7 @@ from grpc_reflection.v1alpha import reflection
 
 from a2a_platform import heap
 from a2a_platform.metrics import start_sidecar_metrics_server
-
-from .servicers import V03_SERVICE, V10_SERVICE, A2AServiceV03, A2AServiceV10
+from bindings.grpc import V03_SERVICE, V10_SERVICE, A2AServiceV03, A2AServiceV10
 
 SERVICES = (V10_SERVICE, V03_SERVICE)
 

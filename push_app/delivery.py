@@ -27,17 +27,16 @@ from django.utils import timezone
 from google.protobuf.json_format import ParseDict
 
 from a2a_platform.ssrf import UnsafeUrl, guarded_client
+from a2a_platform.versions import V0_1, V1_0
 from agents.crypto import decrypt
 from agents.signing import push_signature
-from tasks_app import dialects
-from tasks_app.dialect_v01 import v01_stream_events
-from tasks_app.dialects import V0_1, V0_3
+from bindings.codecs import v01, v03
 from tasks_app.models import TaskEvent
 from tasks_app.selectors import task_artifact_ids
-from tasks_app.streams import SETTLED_STATES
+from tasks_app.streams import SETTLED_STATES, StreamItem, is_final
 
 from .models import Delivery, DeliveryAttempt, PushConfig
-from .services import push_config_headers
+from .selectors import push_config_headers
 
 logger = logging.getLogger(__name__)
 
@@ -49,22 +48,23 @@ SENDING_TIMEOUT = timedelta(minutes=5)
 
 
 def push_payload(config: PushConfig, event: TaskEvent) -> bytes:
-    """The event as the config's protocol version shapes it: v1.0 StreamResponse JSON, or for a
-    config created over v0.3, the v0.3 event (status-update / artifact-update with `kind`),
-    marked `final` where a v0.3 stream would end (a terminal or interrupted state)."""
+    """The event as the config's protocol version shapes it, with the codec its streams use:
+    v1.0 StreamResponse JSON; v0.3's event (status-update / artifact-update with `kind`) marked
+    `final` where a v0.3 stream would end; v0.1's result, its artifacts numbered as the task's."""
+    if config.dialect == V1_0:
+        return json.dumps(event.data).encode()
+    item = StreamItem(
+        task_id=config.task_id,
+        seq=event.seq,
+        response=ParseDict(event.data, StreamResponse()),
+        final=is_final(event.kind, event.state, SETTLED_STATES),
+    )
     if config.dialect == V0_1:
-        response = ParseDict(event.data, StreamResponse())
-        final = event.kind == TaskEvent.Kind.STATUS and event.state in SETTLED_STATES
-        indexes = {a: n for n, a in enumerate(task_artifact_ids(task_id=config.task_id))}
-        (result,) = v01_stream_events(
-            response, final=final, task_id=str(config.task_id), artifact_indexes=indexes
-        )
-        return json.dumps(result).encode()
-    if config.dialect == V0_3:
-        response = ParseDict(event.data, StreamResponse())
-        final = event.kind == TaskEvent.Kind.STATUS and event.state in SETTLED_STATES
-        return json.dumps(dialects.v03_dump(dialects.v03_event(response, final=final))).encode()
-    return json.dumps(event.data).encode()
+        render = v01.stream_renderer(task_artifact_ids(task_id=config.task_id))
+        (result,) = render(item)
+    else:
+        result = v03.push_event(item)
+    return json.dumps(result).encode()
 
 
 def _headers(config: PushConfig, body: bytes) -> dict[str, str]:

@@ -10,11 +10,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Any
 
 from a2a.types import (
-    AuthenticationInfo,
-    ListTaskPushNotificationConfigsResponse,
     TaskPushNotificationConfig,
 )
 from django.conf import settings
@@ -23,33 +20,14 @@ from django.utils import timezone
 
 from a2a_platform.ssrf import UnsafeUrl, url_check
 from agents.auth import Principal
-from agents.crypto import decrypt, encrypt
+from agents.crypto import encrypt
 from agents.models import Agent
-from tasks_app.errors import InvalidParamsError, TaskNotFoundError
+from tasks_app.errors import InvalidParamsError
 from tasks_app.models import Task, TaskEvent
 from tasks_app.selectors import task_get_row
 
 from .models import Delivery, PushConfig
-
-MAX_PAGE_SIZE = 100
-
-
-def push_config_to_proto(config: PushConfig) -> TaskPushNotificationConfig:
-    proto = TaskPushNotificationConfig(
-        id=config.config_id, task_id=str(config.task_id), url=config.url
-    )
-    if config.token_encrypted:
-        proto.token = decrypt(config.token_encrypted)
-    if config.auth_scheme:
-        proto.authentication.CopyFrom(
-            AuthenticationInfo(
-                scheme=config.auth_scheme,
-                credentials=decrypt(config.auth_credentials_encrypted)
-                if config.auth_credentials_encrypted
-                else "",
-            )
-        )
-    return proto
+from .selectors import push_config_row, push_config_to_proto
 
 
 def push_url_validate(url: str) -> None:
@@ -80,10 +58,6 @@ def push_headers_validate(headers: dict[str, str]) -> None:
             raise InvalidParamsError(f"'headers': {name} is set by the platform itself.")
         if not isinstance(value, str) or len(value) > 4096 or any(c in value for c in "\r\n\0"):
             raise InvalidParamsError(f"'headers': the value of {name} is not a header value.")
-
-
-def push_config_headers(config: PushConfig) -> dict[str, str]:
-    return json.loads(decrypt(config.headers_encrypted)) if config.headers_encrypted else {}
 
 
 def push_config_set(
@@ -147,55 +121,10 @@ def push_config_create(
     return push_config_set(task=task, config=config, dialect=dialect, headers=headers)
 
 
-def _config_row(*, agent: Agent, principal: Principal, task_id: str, config_id: str) -> PushConfig:
-    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
-    configs = PushConfig.objects.filter(task=task)
-    # v0.3 may ask for "the" config of a task without naming it: the first one.
-    config = configs.filter(config_id=config_id).first() if config_id else configs.first()
-    if config is None:
-        raise TaskNotFoundError(
-            f"Task {task_id!r} has no push notification config {config_id[:200]!r}."
-        )
-    return config
-
-
-def push_config_get_v01(*, agent: Agent, principal: Principal, task_id: str) -> dict[str, Any]:
-    """v0.1's view of a task's push config: its `url` and `headers`."""
-    config = _config_row(agent=agent, principal=principal, task_id=task_id, config_id="")
-    return {"url": config.url, "headers": push_config_headers(config)}
-
-
-def push_config_get(
-    *, agent: Agent, principal: Principal, task_id: str, config_id: str
-) -> TaskPushNotificationConfig:
-    return push_config_to_proto(
-        _config_row(agent=agent, principal=principal, task_id=task_id, config_id=config_id)
-    )
-
-
-def push_config_list(
-    *, agent: Agent, principal: Principal, task_id: str, page_size: int = 0, page_token: str = ""
-) -> ListTaskPushNotificationConfigsResponse:
-    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
-    if page_size < 0 or page_size > MAX_PAGE_SIZE:
-        raise InvalidParamsError(f"'pageSize' must be between 1 and {MAX_PAGE_SIZE}.")
-    size = page_size or MAX_PAGE_SIZE
-    configs = PushConfig.objects.filter(task=task).order_by("config_id")
-    if page_token:
-        configs = configs.filter(config_id__gt=page_token)
-    page = list(configs[: size + 1])
-    response = ListTaskPushNotificationConfigsResponse(
-        configs=[push_config_to_proto(c) for c in page[:size]]
-    )
-    if len(page) > size:
-        response.next_page_token = page[size - 1].config_id
-    return response
-
-
 def push_config_delete(*, agent: Agent, principal: Principal, task_id: str, config_id: str) -> None:
     if not config_id:  # unlike a get, a delete never means "the first one"
         raise InvalidParamsError("Deleting a push notification config needs its 'id'.")
-    _config_row(agent=agent, principal=principal, task_id=task_id, config_id=config_id).delete()
+    push_config_row(agent=agent, principal=principal, task_id=task_id, config_id=config_id).delete()
 
 
 # --- the outbox ----------------------------------------------------------------------------

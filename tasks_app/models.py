@@ -24,6 +24,7 @@ INTERRUPTED_STATES = frozenset(
 RUNNING_STATES = frozenset(
     TaskState.Name(s) for s in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 )
+MAX_ID_LENGTH = 200  # messageId and contextId columns
 STATE_CHOICES = [(name, name) for name in TaskState.keys() if name != "TASK_STATE_UNSPECIFIED"]
 
 

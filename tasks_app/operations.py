@@ -1,10 +1,11 @@
-"""The A2A operations as every binding calls them: async, one call per protocol method.
+"""The A2A operations as every binding calls them: async, one call per protocol method,
+keyword arguments, named `<entity>_<action>` as the services are.
 
-JSON-RPC today, REST and gRPC later, all call these, so a behaviour (how long a blocking send
+JSON-RPC, REST and gRPC (bindings/) all call these, so a behaviour (how long a blocking send
 waits, what a cancel that the agent ignores ends as, what a stream sends first) is decided
 once. They call the sync services and selectors on the process's database threads
 (`a2a_platform.db.db`, never a thread per request) and follow the task's event log
-(tasks_app.streams) to wait.
+(tasks_app.streams) to wait. Push notification configs have theirs in push_app.operations.
 """
 
 from __future__ import annotations
@@ -17,17 +18,13 @@ from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from a2a.extensions.common import get_requested_extensions
 from a2a.types import (
     AgentCard,
     GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
     StreamResponse,
-    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.types import Message as MessageProto
@@ -36,17 +33,17 @@ from django.conf import settings
 
 from a2a_platform.db import db
 from a2a_platform.metrics import timed_send, timed_send_stream
+from a2a_platform.versions import V1_0
 from agents.auth import Principal
 from agents.cards import agent_card_build
 from agents.errors import AuthenticationRequired
 from agents.models import Agent
 
-from .dialects import V1_0
+from . import selectors, services
 from .doorbell import hearing_every_ring
-from .errors import InvalidParamsError, PushNotificationNotSupportedError, UnsupportedOperationError
+from .errors import InvalidParamsError, UnsupportedOperationError
 from .models import TERMINAL_STATES
-from .selectors import task_get, task_get_row, task_list, task_send_result, task_snapshot
-from .services import SendOutcome, message_send, task_cancel_request, task_end
+from .services import SendOutcome
 from .streams import SETTLED_STATES, EventFollower, StreamItem
 
 Stream = AsyncIterator[StreamItem | None]  # None: nothing new for a while (send a keep-alive)
@@ -61,15 +58,11 @@ class Caller:
     # The extensions the client asked for (the A2A-Extensions service parameter); the agent's
     # executor sees them as `context.call_context.requested_extensions`.
     extensions: frozenset[str] = frozenset()
-    # The protocol version the call speaks: push configs created by it deliver in its shape.
-    dialect: str = "1.0"
+    # The protocol version the call speaks (a2a_platform.versions): push configs created by
+    # it deliver in its shape.
+    dialect: str = V1_0
     # v0.1's headers for a push config set inline with a send.
     push_headers: tuple[tuple[str, str], ...] = ()
-
-
-def requested_extensions(*values: str | None) -> frozenset[str]:
-    """The A2A-Extensions service parameter: URIs, comma-separated, possibly sent repeatedly."""
-    return frozenset(get_requested_extensions([v for v in values if v]))
 
 
 def check_tenant(caller: Caller, tenant: str) -> None:
@@ -95,7 +88,7 @@ def _history_length(request: SendMessageRequest) -> int | None:
 async def _send(
     caller: Caller, request: SendMessageRequest, new_task_id: uuid.UUID | None
 ) -> SendOutcome:
-    return await db(message_send)(
+    return await db(services.message_send)(
         agent=caller.agent,
         principal=caller.principal,
         request=request,
@@ -107,8 +100,8 @@ async def _send(
 
 
 @timed_send
-async def send_message(
-    caller: Caller, request: SendMessageRequest, *, new_task_id: uuid.UUID | None = None
+async def message_send(
+    *, caller: Caller, request: SendMessageRequest, new_task_id: uuid.UUID | None = None
 ) -> TaskProto | MessageProto:
     """Send and, unless `returnImmediately`, wait for the turn to settle. `new_task_id` names
     the task a new conversation creates (v0.1 clients choose their task ids)."""
@@ -126,14 +119,14 @@ async def send_message(
             await follower.settled(
                 deadline=_deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS), read_first=not hearing
             )
-    return await db(task_send_result)(
+    return await db(selectors.task_send_result)(
         task_id=outcome.task_id, history_length=_history_length(request)
     )
 
 
 @timed_send_stream
-async def send_message_stream(
-    caller: Caller, request: SendMessageRequest, *, new_task_id: uuid.UUID | None = None
+async def message_stream(
+    *, caller: Caller, request: SendMessageRequest, new_task_id: uuid.UUID | None = None
 ) -> Stream:
     """Send, then stream. Errors in the request raise here, before any byte is streamed.
 
@@ -148,8 +141,10 @@ async def send_message_stream(
                 f"Last-Event-ID {caller.last_event_id[:100]!r} is not an event id "
                 "(<task-id>:<seq>); send the `id` of the last event received, or no header."
             )
-        return await subscribe_to_task(caller, task_id, caller.last_event_id)
-    hearing = await hearing_every_ring()  # before the message is stored, as for send_message
+        return await task_subscribe(
+            caller=caller, task_id=task_id, last_event_id=caller.last_event_id
+        )
+    hearing = await hearing_every_ring()  # before the message is stored, as for message_send
     outcome = await _send(caller, request, new_task_id)
     return _send_stream(outcome, _history_length(request), hearing)
 
@@ -226,13 +221,13 @@ def _history_cut(task: TaskProto, history_length: int | None) -> TaskProto:
 async def _snapshot_item(
     task_id: uuid.UUID, history_length: int | None = None, ends_at: Collection[str] = SETTLED_STATES
 ) -> StreamItem:
-    seq, task = await db(task_snapshot)(task_id=task_id, history_length=history_length)
+    seq, task = await db(selectors.task_snapshot)(task_id=task_id, history_length=history_length)
     final = TaskState.Name(task.status.state) in ends_at
     return StreamItem(task_id, seq, StreamResponse(task=task), final)
 
 
-async def subscribe_to_task(
-    caller: Caller, task_id: str, last_event_id: str | None = None, *, tenant: str = ""
+async def task_subscribe(
+    *, caller: Caller, task_id: str, last_event_id: str | None = None, tenant: str = ""
 ) -> Stream:
     """The task now, then its events; or, after `last_event_id`, exactly the events missed.
 
@@ -240,7 +235,9 @@ async def subscribe_to_task(
     unlike a send stream, which ends with its turn.
     """
     check_tenant(caller, tenant)
-    task = await db(task_get_row)(agent=caller.agent, principal=caller.principal, task_id=task_id)
+    task = await db(selectors.task_get_row)(
+        agent=caller.agent, principal=caller.principal, task_id=task_id
+    )
     if last_event_id:
         after = _seq_from_event_id(last_event_id, task.pk, task.last_seq)
         if task.is_terminal and after >= task.last_seq:
@@ -291,9 +288,9 @@ async def _subscription(task_pk: uuid.UUID) -> Stream:
             yield item
 
 
-async def cancel_task(caller: Caller, task_id: str, *, tenant: str = "") -> TaskProto:
+async def task_cancel(*, caller: Caller, task_id: str, tenant: str = "") -> TaskProto:
     check_tenant(caller, tenant)
-    task_pk, running, seq = await db(task_cancel_request)(
+    task_pk, running, seq = await db(services.task_cancel_request)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
     if running:
@@ -301,20 +298,22 @@ async def cancel_task(caller: Caller, task_id: str, *, tenant: str = "") -> Task
         # The worker gets the cancel timeout for executor.cancel() plus a margin to record it.
         async with EventFollower(task_pk, seq, ends_at=TERMINAL_STATES) as follower:
             await follower.settled(deadline=_deadline(timeout + 2))
-        await db(task_end)(
+        await db(services.task_end)(
             task_id=task_pk,
             state=TaskState.TASK_STATE_CANCELED,
             reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.",
         )
-    return await db(task_get)(agent=caller.agent, principal=caller.principal, task_id=task_id)
+    return await db(selectors.task_get)(
+        agent=caller.agent, principal=caller.principal, task_id=task_id
+    )
 
 
-async def get_task(
-    caller: Caller, request: GetTaskRequest, *, as_json: bool = False
+async def task_get(
+    *, caller: Caller, request: GetTaskRequest, as_json: bool = False
 ) -> TaskProto | dict[str, Any]:
     """The task GetTask answers with; `as_json`: as its v1.0 JSON (selectors.task_to_json)."""
     check_tenant(caller, request.tenant)
-    return await db(task_get)(
+    return await db(selectors.task_get)(
         agent=caller.agent,
         principal=caller.principal,
         task_id=request.id,
@@ -323,92 +322,14 @@ async def get_task(
     )
 
 
-async def list_tasks(caller: Caller, request: ListTasksRequest) -> ListTasksResponse:
+async def task_list(*, caller: Caller, request: ListTasksRequest) -> ListTasksResponse:
     check_tenant(caller, request.tenant)
-    return await db(task_list)(agent=caller.agent, principal=caller.principal, request=request)
+    return await db(selectors.task_list)(
+        agent=caller.agent, principal=caller.principal, request=request
+    )
 
 
-async def get_extended_card(caller: Caller) -> AgentCard:
+async def extended_card_get(*, caller: Caller) -> AgentCard:
     if caller.principal.is_anonymous:
         raise AuthenticationRequired("The extended agent card requires an API key.")
     return await db(agent_card_build)(caller.agent, extended=True)
-
-
-# --- push notification configs --------------------------------------------------------------
-
-
-def _push_services() -> Any:
-    from push_app import services  # push_app's services sit above the task services
-
-    return services
-
-
-def _push_check(caller: Caller) -> None:
-    if not caller.agent.push_notifications:
-        raise PushNotificationNotSupportedError(
-            "This agent does not offer push notifications "
-            "(its card declares capabilities.pushNotifications=false)."
-        )
-
-
-async def create_push_config(
-    caller: Caller,
-    config: TaskPushNotificationConfig,
-    *,
-    headers: dict[str, str] | None = None,
-) -> TaskPushNotificationConfig:
-    """Create (or replace, by id) a config; the caller's dialect shapes what its deliveries
-    carry; `headers` are v0.1's free-form ones."""
-    check_tenant(caller, config.tenant)
-    _push_check(caller)
-    return await db(_push_services().push_config_create)(
-        agent=caller.agent,
-        principal=caller.principal,
-        config=config,
-        dialect=caller.dialect,
-        headers=headers,
-    )
-
-
-async def get_push_config_v01(caller: Caller, task_id: str) -> dict[str, Any]:
-    _push_check(caller)
-    return await db(_push_services().push_config_get_v01)(
-        agent=caller.agent, principal=caller.principal, task_id=task_id
-    )
-
-
-async def get_push_config(
-    caller: Caller, task_id: str, config_id: str, *, tenant: str = ""
-) -> TaskPushNotificationConfig:
-    """A config by id; with no id (v0.3 allows it), the task's first config."""
-    check_tenant(caller, tenant)
-    _push_check(caller)
-    if not config_id and caller.dialect == V1_0:
-        raise InvalidParamsError("The push notification config 'id' is required.")
-    return await db(_push_services().push_config_get)(
-        agent=caller.agent, principal=caller.principal, task_id=task_id, config_id=config_id
-    )
-
-
-async def list_push_configs(
-    caller: Caller, request: ListTaskPushNotificationConfigsRequest
-) -> ListTaskPushNotificationConfigsResponse:
-    check_tenant(caller, request.tenant)
-    _push_check(caller)
-    return await db(_push_services().push_config_list)(
-        agent=caller.agent,
-        principal=caller.principal,
-        task_id=request.task_id,
-        page_size=request.page_size,
-        page_token=request.page_token,
-    )
-
-
-async def delete_push_config(
-    caller: Caller, task_id: str, config_id: str, *, tenant: str = ""
-) -> None:
-    check_tenant(caller, tenant)
-    _push_check(caller)
-    await db(_push_services().push_config_delete)(
-        agent=caller.agent, principal=caller.principal, task_id=task_id, config_id=config_id
-    )

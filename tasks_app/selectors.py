@@ -22,13 +22,13 @@ from a2a.utils.task import (
     validate_page_size,
 )
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from . import rowsql
 from .errors import InvalidParamsError, UnsupportedOperationError, task_not_found
-from .models import Artifact, ExecutorState, Message, Task, TaskCount, TaskEvent
+from .models import STATE_CHOICES, Artifact, ExecutorState, Message, Task, TaskCount, TaskEvent
 
 if TYPE_CHECKING:
     from agents.auth import Principal
@@ -383,19 +383,7 @@ def task_list(
         tasks = tasks.filter(status_timestamp__gt=after)
 
     if request.page_token:
-        cursor = decode_list_tasks_cursor(request.page_token)
-        try:
-            edge = _datetime_from_ns(cursor.timestamp_ns)  # type: ignore[union-attr,arg-type]
-        except (AttributeError, TypeError, ValueError, OverflowError, OSError):
-            raise InvalidParamsError(
-                "'pageToken' is not a token this server issued; start again without it."
-            ) from None
-        # The bound on the timestamp alone is where the index range starts; the OR only sorts
-        # out the ties, so a page deep in the list costs what the first one does.
-        tasks = tasks.filter(
-            Q(status_timestamp__lt=edge) | Q(id__lt=_uuid(cursor.task_id)),
-            status_timestamp__lte=edge,
-        )
+        tasks = task_page_after(tasks=tasks, page_token=request.page_token)
     include_artifacts = (
         request.include_artifacts if request.HasField("include_artifacts") else False
     )
@@ -408,10 +396,7 @@ def task_list(
     next_token = ""
     if len(page) > page_size:
         page = page[:page_size]
-        last = page[-1]
-        next_token = encode_list_tasks_cursor(
-            ListTasksCursor(timestamp_ns=_ns(last.status_timestamp), task_id=str(last.id))
-        )
+        next_token = task_page_token(task=page[-1])
     return ListTasksResponse(
         tasks=[
             task_to_proto(t, history_length=history_length, include_artifacts=include_artifacts)
@@ -616,3 +601,53 @@ def context_messages_before(*, task_id: uuid.UUID, limit: int) -> list[MessagePr
         if status_message and status_message.get("messageId") not in ids:
             messages.append(status_message)
     return [ParseDict(m, MessageProto(), ignore_unknown_fields=True) for m in messages[-limit:]]
+
+
+# --- ListTasks' page token: task_list's, and the console's, whose task pages page the same way --
+
+
+def task_page_token(*, task: Task) -> str:
+    """The page token of the page after `task` in (-status_timestamp, -id) order: ListTasks'
+    own token (a2a-sdk's cursor), so every list of tasks pages one way."""
+    return encode_list_tasks_cursor(
+        ListTasksCursor(timestamp_ns=_ns(task.status_timestamp), task_id=str(task.id))
+    )
+
+
+def task_page_after(*, tasks: QuerySet[Task], page_token: str) -> QuerySet[Task]:
+    """`tasks` after the one `page_token` names, in (-status_timestamp, -id) order, as
+    ListTasks reads them; InvalidParamsError for a token this server did not issue."""
+    cursor = decode_list_tasks_cursor(page_token)
+    try:
+        edge = _datetime_from_ns(cursor.timestamp_ns)  # type: ignore[union-attr,arg-type]
+    except (AttributeError, TypeError, ValueError, OverflowError, OSError):
+        raise InvalidParamsError(
+            "'pageToken' is not a token this server issued; start again without it."
+        ) from None
+    # The bound on the timestamp alone is where the index range starts; the OR only sorts out
+    # the ties, so a page deep in the list costs what the first one does.
+    return tasks.filter(
+        Q(status_timestamp__lt=edge) | Q(id__lt=_uuid(cursor.task_id)),
+        status_timestamp__lte=edge,
+    )
+
+
+# --- what /metrics scrapes (a2a_platform.metrics) ----------------------------------------------
+
+
+def task_counts_by_agent() -> dict[tuple[str, str], dict[str, int]]:
+    """(tenant slug, agent slug) -> state -> tasks, for every agent that has tasks: each of
+    its states, 0 included, in STATE_CHOICES order (a series that vanished when an agent's last
+    task moved on would read as "no data" rather than "none")."""
+    rows = (
+        Task.objects.values_list("tenant__slug", "agent__slug", "state")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    found: dict[tuple[str, str], dict[str, int]] = {}
+    for tenant, agent, state, n in rows:
+        found.setdefault((tenant, agent), {})[state] = n
+    return {
+        key: {state: counts.get(state, 0) for state, _ in STATE_CHOICES}
+        for key, counts in sorted(found.items())
+    }

@@ -44,6 +44,7 @@ from .errors import (
 )
 from .models import (
     INTERRUPTED_STATES,
+    MAX_ID_LENGTH,
     TASK_COUNT_SHARDS,
     TERMINAL_STATES,
     Artifact,
@@ -53,6 +54,7 @@ from .models import (
     TaskCount,
     TaskEvent,
 )
+from .push_seam import push_seam
 from .selectors import ARTIFACTS_JSON, HISTORY_JSON, task_get_row, task_status, task_to_proto
 
 if TYPE_CHECKING:
@@ -61,7 +63,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_ID_LENGTH = 200  # messageId and contextId columns
 SUBMITTED = TaskState.Name(TaskState.TASK_STATE_SUBMITTED)
 
 
@@ -206,10 +207,8 @@ def _push_config_inline(
     """Store the send's inline push config, if it has one; whether it had."""
     if not request.configuration.HasField("task_push_notification_config"):
         return False
-    from push_app.services import push_config_set
-
     config = request.configuration.task_push_notification_config
-    push_config_set(task=task, config=config, dialect=dialect, checked=True, headers=headers)
+    push_seam().config_set(task=task, config=config, dialect=dialect, checked=True, headers=headers)
     return True
 
 
@@ -299,10 +298,8 @@ def _message_validate(*, agent: Agent, request: SendMessageRequest) -> None:
                     "configuration.taskPushNotificationConfig: this agent does not offer push "
                     "notifications (its card declares capabilities.pushNotifications=false)."
                 )
-            from push_app.services import push_url_validate
-
             # Checked before the transaction: resolving the host must not hold the task's lock.
-            push_url_validate(configuration.task_push_notification_config.url)
+            push_seam().url_validate(configuration.task_push_notification_config.url)
 
 
 def _media_type_matches(media_type: str, accepted: list[str]) -> bool:
@@ -351,9 +348,7 @@ def _event_insert(
     else:
         rowsql.insert(event)
     if push:
-        from push_app.services import push_outbox_add
-
-        push_outbox_add(task=task, event=event)
+        push_seam().outbox_add(task=task, event=event)
     if ring:
         task_pk, state = task.pk, task.state
         transaction.on_commit(lambda: _ring(task_pk, seq, kind, state))

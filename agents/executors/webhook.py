@@ -3,7 +3,7 @@
 Each run POSTs the task's message, its history and a callback (URL and one-run token) to the
 configured URL, signed like a push (X-A2A-Signature, the tenant's ES256 key). The service
 either answers at once (200/201 with a reply: artifacts, a state, a message) or answers 202
-and posts its events to the callback URL (tasks_app.callbacks) while the run waits for the
+and posts its events to the callback URL (bindings.callbacks) while the run waits for the
 task to settle. The wire contract is docs/webhook-agents.md; the shapes a service sends are
 read here (`reply_events`, `callback_events`) for both ways, so they cannot drift apart.
 """

@@ -9,15 +9,12 @@ dialect's codec, calls the operation every binding calls, and renders with the c
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import logging
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
-from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.types import AgentCard as AgentCardProto
 from a2a.types import (
     GetTaskRequest,
@@ -26,17 +23,15 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
-    SendMessageResponse,
     TaskPushNotificationConfig,
 )
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
-from a2a.utils.error_handlers import build_rest_error_payload
 from adrf.views import APIView
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpResponse, StreamingHttpResponse
-from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.negotiation import BaseContentNegotiation
@@ -45,41 +40,32 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.auth import caller_resolve, credentials_from_headers
-from agents.errors import AgentNotFound, AuthenticationRequired
-
-from . import dialects
-from .dialects import V0_1, V0_3, V1_0
-from .errors import (
-    A2AError,
-    ContentTypeNotSupportedError,
-    InternalError,
-    InvalidParamsError,
-    InvalidRequestError,
-    MethodNotFoundError,
-    VersionNotSupportedError,
-    http_status,
+from a2a_platform.versions import V0_3, V1_0
+from agents.errors import RequestError
+from push_app.operations import (
+    push_config_create,
+    push_config_delete,
+    push_config_get,
+    push_config_list,
 )
-from .operations import (
+from tasks_app.errors import InvalidParamsError, InvalidRequestError, MethodNotFoundError
+from tasks_app.operations import (
     Caller,
-    cancel_task,
-    create_push_config,
-    delete_push_config,
-    get_extended_card,
-    get_push_config,
-    get_task,
-    list_push_configs,
-    list_tasks,
-    requested_extensions,
-    send_message,
-    send_message_stream,
-    subscribe_to_task,
+    extended_card_get,
+    message_send,
+    message_stream,
+    task_cancel,
+    task_get,
+    task_list,
+    task_subscribe,
 )
-from .sse import SseStream, sse_response
-from .streams import StreamItem
-from .wire import BadJson, contains_nul, json_loads
+from tasks_app.streams import StreamItem
 
-logger = logging.getLogger(__name__)
+from .callers import http_caller, http_identify, version_check
+from .codecs import v03, v10
+from .errors import BodyTooLarge, MethodNotAllowed, UnsupportedMediaType, problem_of, rest_body
+from .sse import SseStream, sse_response
+from .wire import BadJson, contains_nul, json_loads
 
 P = TypeVar("P", bound=ProtoMessage)
 
@@ -138,53 +124,12 @@ class AnswerInKind(BaseContentNegotiation):
         return renderer, media_type
 
 
-class BodyTooLarge(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+# --- each dialect's REST forms -----------------------------------------------------------------
 
 
-# --- error bodies -------------------------------------------------------------------------
-
-
-def _status_body(code: int, status: str, message: str, reason: str, dialect: str) -> dict[str, Any]:
-    """An error the A2A table does not cover (no key, no agent, wrong method, too large), in
-    the same google.rpc.Status shape as the A2A errors."""
-    body: dict[str, Any] = {
-        "error": {
-            "code": code,
-            "status": status,
-            "message": message,
-            "details": [
-                {
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": reason,
-                    "domain": "a2a-protocol.org",
-                    "metadata": {},
-                }
-            ],
-        }
-    }
-    if dialect == V0_3:
-        body.update(type=reason.title().replace("_", ""), message=message)
-    return body
-
-
-def error_body(error: A2AError, dialect: str, status: int | None = None) -> dict[str, Any]:
-    body = build_rest_error_payload(error)
-    if status is not None:  # an HTTP-level status the A2A error table does not know (415)
-        body["error"]["code"] = status
-    if dialect == V0_3:
-        # v0.3 REST clients (the SDK's CompatRestTransport) read the error class name.
-        body.update(type=type(error).__name__, message=error.message)
-    return body
-
-
-# --- codecs: one per dialect ------------------------------------------------------------
-
-
-class Codec:
-    """How one dialect's REST bodies and query strings map to the v1.0 protos and back."""
+class RestDialect:
+    """What REST adds to a dialect's codec (bindings.codecs): bodies and query strings in, and
+    answers out, in this dialect's REST JSON."""
 
     version: ClassVar[str]
 
@@ -199,7 +144,7 @@ class Codec:
 
     async def get(self, call: Caller, request: GetTaskRequest) -> Any:
         """GetTask's answer in this dialect."""
-        return self.task(await get_task(call, request))
+        return self.task(await task_get(caller=call, request=request))
 
     def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
         raise NotImplementedError
@@ -210,12 +155,9 @@ class Codec:
     def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
         raise NotImplementedError
 
-    def event(self, item: StreamItem) -> Any:
-        raise NotImplementedError
-
     def stream_renderer(self) -> Callable[[StreamItem], Any]:
         """How one stream's items become events (a renderer may keep state per stream)."""
-        return self.event
+        raise NotImplementedError
 
     def card(self, card: AgentCardProto) -> Any:
         raise NotImplementedError
@@ -265,27 +207,23 @@ _LIST_QUERY: dict[str, type] = {
 }
 
 
-def _proto_dict(message: ProtoMessage) -> dict[str, Any]:
-    return MessageToDict(message)
+class RestV10(RestDialect):
+    """v1.0 REST speaks the v1.0 protos' JSON, as JSON-RPC does."""
 
-
-class V10Codec(Codec):
     version = V1_0
     list_query = _LIST_QUERY | {"statusTimestampAfter": str}  # ISO 8601
 
     def send_request(self, body: Any) -> SendMessageRequest:
-        return dialects.v10_params(_object(body), SendMessageRequest)
+        return v10.v10_params(_object(body), SendMessageRequest)
 
     def send_result(self, result: TaskProto | MessageProto) -> Any:
-        if isinstance(result, TaskProto):
-            return _proto_dict(SendMessageResponse(task=result))
-        return _proto_dict(SendMessageResponse(message=result))
+        return v10.to_json(v10.send_result(result))
 
     def task(self, task: TaskProto) -> Any:
-        return _proto_dict(task)
+        return v10.to_json(task)
 
     async def get(self, call: Caller, request: GetTaskRequest) -> Any:
-        return await get_task(call, request, as_json=True)  # task()'s JSON, without the proto
+        return await task_get(caller=call, request=request, as_json=True)  # without the proto
 
     def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
         request = GetTaskRequest(id=task_id)
@@ -294,19 +232,19 @@ class V10Codec(Codec):
         return request
 
     def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
-        return dialects.v10_params(query, ListTasksRequest)
+        return v10.v10_params(query, ListTasksRequest)
 
     def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
-        return dialects.v10_list_result(request, response)
+        return v10.v10_list_result(request, response)
 
-    def event(self, item: StreamItem) -> Any:
-        return _proto_dict(item.response)
+    def stream_renderer(self) -> Callable[[StreamItem], Any]:
+        return v10.stream_json
 
     def card(self, card: AgentCardProto) -> Any:
-        return _proto_dict(card)
+        return v10.to_json(card)
 
     def push_create_request(self, task_id: str, body: Any) -> TaskPushNotificationConfig:
-        config = dialects.v10_params(_object(body), TaskPushNotificationConfig)
+        config = v10.v10_params(_object(body), TaskPushNotificationConfig)
         if config.task_id not in ("", task_id):
             raise InvalidParamsError(
                 f"The body names task {config.task_id[:100]!r} but the path names {task_id!r}."
@@ -315,63 +253,42 @@ class V10Codec(Codec):
         return config
 
     def push_config(self, config: TaskPushNotificationConfig) -> Any:
-        return _proto_dict(config)
+        return v10.to_json(config)
 
     def push_list_result(self, response: ListTaskPushNotificationConfigsResponse) -> Any:
-        return _proto_dict(response)
+        return v10.to_json(response)
 
 
-class V03Codec(Codec):
+class RestV03(RestDialect):
     """v0.3 REST speaks the JSON form of the v0.3 protos (`a2a.v1` in the SDK's compat
-    package); the SDK converts between them and its v0.3 models, which convert to v1.0."""
+    package): the v0.3 codec's "proto_json" form."""
 
     version = V0_3
     list_query = _LIST_QUERY | {"lastUpdatedAfter": int}  # epoch milliseconds
 
     def send_request(self, body: Any) -> SendMessageRequest:
-        return dialects.v03pb_send_request(_v03_proto(_object(body), pb03.SendMessageRequest))
+        return v03.v03pb_send_request(_v03_proto(_object(body), pb03.SendMessageRequest))
 
     def send_result(self, result: TaskProto | MessageProto) -> Any:
-        return _proto_dict(dialects.v03pb_send_result(result))
+        return v03.send_result(result, "proto_json")
 
     def task(self, task: TaskProto) -> Any:
-        return _proto_dict(dialects.v03pb_task(task))
+        return v03.task_out(task, "proto_json")
 
     def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
-        return dialects.v03pb_get_request(task_id, history_length)
+        return v03.v03pb_get_request(task_id, history_length)
 
     def list_request(self, query: dict[str, Any]) -> ListTasksRequest:
-        return dialects.v03_convert("tasks", dialects.v03_list_request, query)
+        return v03.v03_convert("tasks", v03.v03_list_request, query)
 
     def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
-        # v0.3's proto has no ListTasksResponse: the JSON-RPC result's shape, v0.3 proto tasks.
-        tasks = [self.task(task) for task in response.tasks]
-        if not request.include_artifacts:
-            for task in tasks:
-                task.pop("artifacts", None)
-        return {
-            "tasks": tasks,
-            "totalSize": response.total_size,
-            "pageSize": response.page_size,
-            "nextPageToken": response.next_page_token,
-        }
-
-    def event(self, item: StreamItem) -> Any:
-        return _proto_dict(dialects.v03pb_event(item.response, final=item.final))
+        return v03.list_result(request, response, "proto_json")
 
     def stream_renderer(self) -> Callable[[StreamItem], Any]:
-        events = dialects.V03StreamEvents()  # see there: how a v0.3 stream ends
-
-        def render(item: StreamItem) -> Any:
-            return [
-                _proto_dict(proto03.ToProto.stream_response(event))
-                for event in events(item.response, final=item.final)
-            ]
-
-        return render
+        return v03.stream_renderer("proto_json")
 
     def card(self, card: AgentCardProto) -> Any:
-        return _proto_dict(dialects.v03pb_card(card))
+        return v03.card_out(card, "proto_json")
 
     def push_create_request(self, task_id: str, body: Any) -> TaskPushNotificationConfig:
         # v0.3's CreateTaskPushNotificationConfigRequest: `parent` (tasks/{id}), `configId`
@@ -383,10 +300,10 @@ class V03Codec(Codec):
                 f"The body's parent {request.parent[:100]!r} is not this path's task ({parent!r})."
             )
         request.parent = parent
-        return dialects.v03pb_push_config_request(request)
+        return v03.v03pb_push_config_request(request)
 
     def push_config(self, config: TaskPushNotificationConfig) -> Any:
-        return _proto_dict(dialects.v03pb_push_config(config))
+        return v03.push_config_out(config, "proto_json")
 
     def push_list_result(self, response: ListTaskPushNotificationConfigsResponse) -> Any:
         # v0.3's ListTaskPushNotificationConfigResponse, `configs` present even when empty.
@@ -398,13 +315,7 @@ class V03Codec(Codec):
         return result
 
 
-CODECS: dict[str, Codec] = {V1_0: V10Codec(), V0_3: V03Codec()}
-
-_WHERE_VERSIONS_LIVE = {
-    V1_0: "REST 1.0 is served directly under the agent's URL.",
-    V0_3: "REST 0.3 is served under the agent's v1/ path.",
-    V0_1: "0.1 has no REST binding; send it to the agent's JSON-RPC endpoint.",
-}
+DIALECTS: dict[str, RestDialect] = {V1_0: RestV10(), V0_3: RestV03()}
 
 
 def _object(body: Any) -> dict[str, Any]:
@@ -415,7 +326,7 @@ def _object(body: Any) -> dict[str, Any]:
 
 def _v03_proto(body: dict[str, Any], message_type: type[P]) -> P:
     try:
-        known = dialects.known_fields(body, message_type.DESCRIPTOR)
+        known = v10.known_fields(body, message_type.DESCRIPTOR)
         return ParseDict(known, message_type())
     except (ParseError, ValueError, RecursionError) as exc:
         raise InvalidParamsError(f"Invalid body for {message_type.__name__}: {exc}") from None
@@ -477,8 +388,8 @@ class A2AView(APIView):
         return [m for m in super().allowed_methods if m != "OPTIONS"]
 
     @property
-    def codec(self) -> Codec:
-        return CODECS[self.dialect]
+    def codec(self) -> RestDialect:
+        return DIALECTS[self.dialect]
 
     async def async_dispatch(self, request: Any, *args: Any, **kwargs: Any) -> HttpResponse:
         """adrf's dispatch, with `initial()` run in the event loop: here it only negotiates
@@ -505,35 +416,19 @@ class A2AView(APIView):
         return self.response
 
     async def caller(self, request: Request) -> Caller:
-        self._check_version(request)
-        slugs = {"tenant_slug": self.kwargs["tenant_slug"], "agent_slug": self.kwargs["agent_slug"]}
-        try:
-            raw_key = credentials_from_headers({k.lower(): v for k, v in request.headers.items()})
-        except AuthenticationRequired as refused:
-            with contextlib.suppress(AuthenticationRequired):
-                await caller_resolve(**slugs, raw_key=None)  # an unknown agent is still a 404
-            raise refused
-        # From this process's cache of agents and keys when fresh (agents.cache).
-        agent, principal = await caller_resolve(**slugs, raw_key=raw_key)
-        return Caller(
-            agent=agent,
-            principal=principal,
-            last_event_id=request.headers.get("Last-Event-ID"),
-            extensions=requested_extensions(request.headers.get("A2A-Extensions")),
-            dialect=self.dialect,
+        """The caller (bindings.callers). The path names the version; an `A2A-Version` sent
+        with it must agree."""
+        version_check(
+            request.headers.get("A2A-Version") or request.query_params.get("A2A-Version"),
+            speaks=self.dialect,
+            where="this path",
         )
-
-    def _check_version(self, request: Request) -> None:
-        """The path names the version; an `A2A-Version` sent with it must agree."""
-        header = request.headers.get("A2A-Version") or request.query_params.get("A2A-Version")
-        if not header:
-            return
-        spoken = dialects.dialect_of(header, None)
-        if spoken != self.dialect:
-            raise VersionNotSupportedError(
-                f"A2A-Version {spoken} does not match this path, which speaks {self.dialect}; "
-                + _WHERE_VERSIONS_LIVE[spoken]
-            )
+        identified = await http_identify(
+            tenant_slug=self.kwargs["tenant_slug"],
+            agent_slug=self.kwargs["agent_slug"],
+            headers=request.headers,
+        )
+        return http_caller(identified, request.headers, dialect=self.dialect)
 
     def body(self, request: Request) -> Any:
         """The JSON body, or an empty object when there is none."""
@@ -548,49 +443,42 @@ class A2AView(APIView):
     def stream(self, stream: SseStream) -> StreamingHttpResponse:
         dialect = self.dialect
         return sse_response(
-            stream, wrap=lambda result: result, error_body=lambda e: error_body(e, dialect)
+            stream,
+            wrap=lambda result: result,
+            error_body=lambda exc: rest_body(problem_of(exc), dialect),
+        )
+
+    def http_method_not_allowed(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        allow = self.allowed_methods
+        raise MethodNotAllowed(
+            f"{request.method} is not allowed here; use {', '.join(allow)}.", allow=allow
         )
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
-        if isinstance(exc, A2AError):
-            return Response(error_body(exc, self.dialect), status=http_status(exc))
-        if isinstance(exc, drf_exceptions.UnsupportedMediaType):
-            error = ContentTypeNotSupportedError(
-                f"Content-Type {self.request.content_type!r} is not supported; "
-                f"send application/json or {A2A_JSON}."
-            )
-            return Response(error_body(error, self.dialect, 415), status=415)
-        headers: dict[str, str] = {}
-        if isinstance(exc, AuthenticationRequired):
-            code, status, reason = 401, "UNAUTHENTICATED", exc.reason
-            headers["WWW-Authenticate"] = 'Bearer realm="a2a", charset="UTF-8"'
-            message = exc.message
-        elif isinstance(exc, AgentNotFound):
-            code, status, reason, message = 404, "NOT_FOUND", "AGENT_NOT_FOUND", exc.message
-        elif isinstance(exc, BodyTooLarge):
-            code, status, reason, message = 413, "INVALID_ARGUMENT", "INVALID_REQUEST", exc.message
-        elif isinstance(exc, drf_exceptions.MethodNotAllowed):
-            headers["Allow"] = ", ".join(self.allowed_methods)
-            message = f"{self.request.method} is not allowed here; use {headers['Allow']}."
-            code, status, reason = 405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED"
-        elif isinstance(exc, drf_exceptions.APIException | SuspiciousOperation):
-            # e.g. more query parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS
-            code, status, reason = 400, "INVALID_ARGUMENT", "INVALID_REQUEST"
-            message = str(getattr(exc, "detail", exc)) or "The request is malformed."
-        else:
-            logger.exception("Unhandled error in %s %s", self.request.method, self.request.path)
-            error = InternalError("The server failed to process this request; it has been logged.")
-            return Response(error_body(error, self.dialect), status=500)
+        problem = problem_of(_ours(exc, self.request))
         return Response(
-            _status_body(code, status, message, reason, self.dialect), status=code, headers=headers
+            rest_body(problem, self.dialect), status=problem.http_status, headers=problem.headers
         )
+
+
+def _ours(exc: Exception, request: Request) -> BaseException:
+    """DRF's and Django's own refusals of a request, as the platform's errors."""
+    if isinstance(exc, drf_exceptions.UnsupportedMediaType):
+        return UnsupportedMediaType(
+            f"Content-Type {request.content_type!r} is not supported; "
+            f"send application/json or {A2A_JSON}."
+        )
+    if isinstance(exc, drf_exceptions.APIException | SuspiciousOperation):
+        # e.g. more query parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return RequestError(str(getattr(exc, "detail", exc)) or "The request is malformed.")
+    return exc
 
 
 class SendMessageView(A2AView):
     async def post(self, request: Request, **kwargs: Any) -> Response:
         call = await self.caller(request)
         send_request = self.codec.send_request(self.body(request))
-        result = await send_message(call, send_request)
+        result = await message_send(caller=call, request=send_request)
         return Response(self.codec.send_result(result))
 
 
@@ -598,7 +486,7 @@ class SendStreamingMessageView(A2AView):
     async def post(self, request: Request, **kwargs: Any) -> HttpResponse:
         call = await self.caller(request)
         send_request = self.codec.send_request(self.body(request))
-        stream = await send_message_stream(call, send_request)
+        stream = await message_stream(caller=call, request=send_request)
         return self.stream(SseStream(stream, self.codec.stream_renderer()))
 
 
@@ -616,7 +504,8 @@ class TaskListView(A2AView):
         call = await self.caller(request)
         list_request = self.codec.list_request(_typed_query(request, self.codec.list_query))
         list_request.tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
-        return Response(self.codec.list_result(list_request, await list_tasks(call, list_request)))
+        response = await task_list(caller=call, request=list_request)
+        return Response(self.codec.list_result(list_request, response))
 
 
 class CancelTaskView(A2AView):
@@ -630,7 +519,9 @@ class CancelTaskView(A2AView):
             raise InvalidParamsError(
                 f"The body names task {str(body['id'])[:100]!r} but the path names {task_id!r}."
             )
-        return Response(self.codec.task(await cancel_task(call, task_id, tenant=tenant)))
+        return Response(
+            self.codec.task(await task_cancel(caller=call, task_id=task_id, tenant=tenant))
+        )
 
 
 class SubscribeView(A2AView):
@@ -640,7 +531,9 @@ class SubscribeView(A2AView):
     async def get(self, request: Request, task_id: str, **kwargs: Any) -> HttpResponse:
         call = await self.caller(request)
         tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
-        stream = await subscribe_to_task(call, task_id, call.last_event_id, tenant=tenant)
+        stream = await task_subscribe(
+            caller=call, task_id=task_id, last_event_id=call.last_event_id, tenant=tenant
+        )
         return self.stream(SseStream(stream, self.codec.stream_renderer()))
 
     async def post(self, request: Request, task_id: str, **kwargs: Any) -> HttpResponse:
@@ -661,14 +554,15 @@ class PushConfigsView(A2AView):
     async def post(self, request: Request, task_id: str, **kwargs: Any) -> Response:
         call = await self.caller(request)
         config = self.codec.push_create_request(task_id, self.body(request))
-        created = await create_push_config(call, config)
+        created = await push_config_create(caller=call, config=config)
         return Response(self.codec.push_config(created))
 
     async def get(self, request: Request, task_id: str, **kwargs: Any) -> Response:
         call = await self.caller(request)
         query = _typed_query(request, self.codec.push_list_query)
         list_request = self.codec.push_list_request(task_id, query)
-        return Response(self.codec.push_list_result(await list_push_configs(call, list_request)))
+        response = await push_config_list(caller=call, request=list_request)
+        return Response(self.codec.push_list_result(response))
 
 
 class PushConfigView(A2AView):
@@ -679,7 +573,9 @@ class PushConfigView(A2AView):
     async def get(self, request: Request, task_id: str, config_id: str, **kwargs: Any) -> Response:
         call = await self.caller(request)
         tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
-        config = await get_push_config(call, task_id, _config_id(config_id), tenant=tenant)
+        config = await push_config_get(
+            caller=call, task_id=task_id, config_id=_config_id(config_id), tenant=tenant
+        )
         return Response(self.codec.push_config(config))
 
     async def delete(
@@ -687,14 +583,16 @@ class PushConfigView(A2AView):
     ) -> Response:
         call = await self.caller(request)
         tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
-        await delete_push_config(call, task_id, _config_id(config_id), tenant=tenant)
+        await push_config_delete(
+            caller=call, task_id=task_id, config_id=_config_id(config_id), tenant=tenant
+        )
         return Response(self.codec.push_deleted())
 
 
 class ExtendedCardView(A2AView):
     async def get(self, request: Request, **kwargs: Any) -> Response:
         call = await self.caller(request)
-        return Response(self.codec.card(await get_extended_card(call)))
+        return Response(self.codec.card(await extended_card_get(caller=call)))
 
 
 class UnknownPathView(A2AView):

@@ -1,4 +1,4 @@
-"""The v0.1 legacy JSON-RPC dialect: its codec (plain dicts <-> v1.0 protos) and its methods.
+"""The v0.1 codec: the early JSON-RPC dialect's plain dicts <-> the v1.0 protos.
 
 v0.1 has no SDK types, so its shapes are mapped here by hand: parts carry `type` instead of
 `kind`, the context is a `sessionId`, and the client chooses the task id. Parts on the way out
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from a2a.compat.v0_3 import conversions
@@ -34,29 +33,15 @@ from a2a.utils.constants import TransportProtocol
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 
-from a2a_platform.db import db
-from agents.cards import agent_card_build
+from a2a_platform.versions import V0_1
+from tasks_app.errors import InvalidParamsError
+from tasks_app.models import MAX_ID_LENGTH, TERMINAL_STATES
+from tasks_app.streams import StreamItem
 
-from .dialects import V0_1, v03_dump
-from .errors import (
-    InvalidParamsError,
-    TaskNotFoundError,
-)
-from .models import TERMINAL_STATES
-from .operations import (
-    Caller,
-    cancel_task,
-    create_push_config,
-    get_push_config_v01,
-    get_task,
-    send_message,
-)
-from .services import MAX_ID_LENGTH
+from .v03 import v03_dump
 
 # v0.1 has one push config per task; it is stored under this id.
 V01_PUSH_CONFIG_ID = "v0.1"
-
-Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
 
 # v0.1 knows seven states. Rejected is an unsuccessful end, auth-required a pause for the
 # client, so they read as the nearest v0.1 state; the status message says the rest.
@@ -250,33 +235,6 @@ def v01_push_config(params: dict[str, Any], where: str | None) -> tuple[str, dic
     url = _required(config, "url", str, f"{prefix}url")
     headers = _optional(config, "headers", dict, f"{prefix}headers") or {}
     return url, headers
-
-
-def v01_call_with_push_headers(call: Caller, params: dict[str, Any]) -> Caller:
-    """The caller, carrying an inline push config's headers to the send."""
-    push = v01_push_config(params, "pushNotification")
-    if not push or not push[1]:
-        return call
-    return dataclasses.replace(call, push_headers=tuple(push[1].items()))
-
-
-async def v01_continue_or_create(
-    call: Caller, request: SendMessageRequest, task_id: uuid.UUID | None
-) -> tuple[SendMessageRequest, uuid.UUID | None]:
-    """A v0.1 send continues the caller's task with the client's id if there is one, and
-    creates the task with that id otherwise. Returns the request to send (with
-    message.taskId set when it continues) and the id to create the task with (None when it
-    continues, or when the client chose no id)."""
-    if task_id is None:
-        return request, None
-    try:
-        await get_task(call, GetTaskRequest(id=str(task_id), history_length=0))
-    except TaskNotFoundError:
-        return request, task_id
-    continued = SendMessageRequest()
-    continued.CopyFrom(request)
-    continued.message.task_id = str(task_id)
-    return continued, None
 
 
 # --- v1.0 -> v0.1 --------------------------------------------------------------------------
@@ -534,77 +492,51 @@ def _skill_json(skill: AgentSkill) -> dict[str, Any]:
     return result
 
 
-# --- the methods ---------------------------------------------------------------------------
+def stream_renderer(known_artifacts: list[str] | None = None) -> Callable[[StreamItem], Any]:
+    """How one stream's items become v0.1 results. v0.1 numbers artifacts, once per stream, in
+    the task's artifact order: `known_artifacts` seeds the numbering where no snapshot will
+    (a replay after Last-Event-ID, a push delivery)."""
+    indexes = {artifact_id: n for n, artifact_id in enumerate(known_artifacts or [])}
+
+    def render(item: StreamItem) -> list[dict[str, Any]]:
+        # A v0.1 status update cannot carry a snapshot's artifacts: they go as events of
+        # their own, each a frame with the same `id:`.
+        return v01_stream_events(
+            item.response, final=item.final, task_id=str(item.task_id), artifact_indexes=indexes
+        )
+
+    return render
 
 
-async def v01_send(call: Caller, params: dict[str, Any]) -> Any:
-    request, task_id = v01_send_request(params)
-    call = v01_call_with_push_headers(call, params)
-    if task_id is None:
-        # The server chooses the id, here: the task is found by it if the agent answers with
-        # a Message, which does not say which task it answers.
-        new_task_id: uuid.UUID | None = uuid.uuid4()
-    else:
-        request, new_task_id = await v01_continue_or_create(call, request, task_id)
-    task_pk = request.message.task_id or str(new_task_id)
-    result = await send_message(call, request, new_task_id=new_task_id)
-    if isinstance(result, TaskProto):
-        return v01_task_json(result)
-    # The agent answered with a Message; its task holds it, and v0.1 answers with the task.
-    task_request = GetTaskRequest(id=task_pk)
-    if request.configuration.HasField("history_length"):
-        task_request.history_length = request.configuration.history_length
-    return v01_task_json(await get_task(call, task_request), reply=result)
-
-
-async def v01_get(call: Caller, params: dict[str, Any]) -> Any:
+def v01_get_request(params: dict[str, Any]) -> GetTaskRequest:
+    """tasks/get's params."""
     request = GetTaskRequest(id=v01_task_id(params))
     history_length = _history_length(params)
     if history_length is not None:
         request.history_length = history_length
-    return v01_task_json(await get_task(call, request))
+    return request
 
 
-async def v01_cancel(call: Caller, params: dict[str, Any]) -> Any:
-    return v01_task_json(await cancel_task(call, v01_task_id(params)))
-
-
-async def v01_get_card(call: Caller, params: dict[str, Any]) -> Any:
-    return v01_card_json(await db(agent_card_build)(call.agent))
-
-
-async def v01_push_set(call: Caller, params: dict[str, Any]) -> Any:
+def v01_push_set_request(
+    params: dict[str, Any],
+) -> tuple[TaskPushNotificationConfig, dict[str, str]]:
+    """tasks/pushNotification/set's params: the task's one config (v0.1 has one per task,
+    stored under V01_PUSH_CONFIG_ID, so setting again replaces it) and its headers."""
     task_id = _required(params, "id", str, "id")
     _optional(params, "sessionId", str, "sessionId")
     url, headers = v01_push_config(params, None) or ("", {})
-    # One config per task in v0.1: setting again replaces it.
     config = TaskPushNotificationConfig(task_id=task_id, id=V01_PUSH_CONFIG_ID, url=url)
-    await create_push_config(call, config, headers=headers)
-    return {"url": url, "headers": headers}
+    return config, headers
 
 
-async def v01_push_get(call: Caller, params: dict[str, Any]) -> Any:
+def v01_push_get_task_id(params: dict[str, Any]) -> str:
+    """tasks/pushNotification/get's params: the task's id."""
     task_id = _required(params, "id", str, "id")
     _optional(params, "sessionId", str, "sessionId")
-    return await get_push_config_v01(call, task_id)
+    return task_id
 
 
-V01_METHODS: dict[str, Handler] = {
-    "tasks/send": v01_send,
-    "tasks/get": v01_get,
-    "tasks/cancel": v01_cancel,
-    "agent/getCard": v01_get_card,
-    "tasks/pushNotification/get": v01_push_get,
-    "tasks/pushNotification/set": v01_push_set,
-}
-
-__all__ = [
-    "V01_METHODS",
-    "v01_card_json",
-    "v01_continue_or_create",
-    "v01_send_request",
-    "v01_stream_event",
-    "v01_stream_events",
-    "v01_task_id",
-    "v01_task_json",
-]
+def v01_push_headers(params: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The headers of a send's inline push config, which the caller carries to the send."""
+    push = v01_push_config(params, "pushNotification")
+    return tuple(push[1].items()) if push else ()

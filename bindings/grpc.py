@@ -1,16 +1,14 @@
 """The gRPC binding: `lf.a2a.v1.A2AService` (v1.0) and `a2a.v1.A2AService` (v0.3) on one port.
 
-Thin like the HTTP adapters: route the call to an agent and a principal (grpc_server.routing),
-convert the request with the dialect's codec, call the same tasks_app.operations as JSON-RPC and
-REST, convert the answer. Errors become the spec's gRPC status with a `google.rpc.Status` that
-carries an `ErrorInfo` (reason, domain `a2a-protocol.org`); v0.3 clients also read the error
-class from the message (`TaskNotFoundError: ...`).
+Thin like the HTTP adapters: build the caller (bindings.callers routes the call to an agent),
+convert the request with the dialect's codec, call the same operations as JSON-RPC and REST,
+convert the answer. Errors become statuses through bindings.errors. The sidecar process that
+serves these is grpc_server.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -22,84 +20,47 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc as pb03_grpc
 from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
-from a2a.utils.errors import A2A_ERROR_REASONS
-from google.protobuf import any_pb2, empty_pb2
+from google.protobuf import empty_pb2
 from google.protobuf.json_format import MessageToDict, SerializeToJsonError
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2
-from grpc_status import rpc_status
 
-from agents.errors import AgentNotFound, AuthenticationRequired
-from tasks_app import dialects
-from tasks_app.dialects import V0_3, V1_0
-from tasks_app.errors import (
-    A2AError,
-    InternalError,
-    InvalidParamsError,
-    VersionNotSupportedError,
-    grpc_status,
+from a2a_platform.versions import V0_3, V1_0
+from push_app.operations import (
+    push_config_create,
+    push_config_delete,
+    push_config_get,
+    push_config_list,
 )
+from tasks_app.errors import InvalidParamsError
 from tasks_app.operations import (
     Caller,
     Stream,
-    cancel_task,
-    create_push_config,
-    delete_push_config,
-    get_extended_card,
-    get_push_config,
-    get_task,
-    list_push_configs,
-    list_tasks,
-    requested_extensions,
-    send_message,
-    send_message_stream,
-    subscribe_to_task,
+    extended_card_get,
+    message_send,
+    message_stream,
+    task_cancel,
+    task_get,
+    task_list,
+    task_subscribe,
 )
-from tasks_app.wire import contains_nul
 
-from .routing import route_call
-
-logger = logging.getLogger(__name__)
+from .callers import grpc_caller
+from .codecs import v03, v10
+from .errors import grpc_status_of
+from .wire import contains_nul
 
 R = TypeVar("R")
 Context = grpc.aio.ServicerContext
-
-SINGLE_VALUED = ("a2a-version", "a2a-agent", "authorization", "x-api-key")
-# `x-a2a-extensions` is the name v0.3-era clients send.
-EXTENSION_KEYS = ("a2a-extensions", "x-a2a-extensions")
 
 V10_SERVICE = pb10.DESCRIPTOR.services_by_name["A2AService"].full_name
 V03_SERVICE = pb03.DESCRIPTOR.services_by_name["A2AService"].full_name
 
 
-def _status(code: str, message: str, reason: str) -> grpc.Status:
-    info = any_pb2.Any()
-    info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="a2a-protocol.org"))
-    status = status_pb2.Status(code=grpc.StatusCode[code].value[0], message=message, details=[info])
-    return rpc_status.to_status(status)
-
-
-def _status_of(exc: Exception, dialect: str) -> grpc.Status:
-    if isinstance(exc, A2AError):
-        message = exc.message
-        if dialect == V0_3:  # the SDK's v0.3 gRPC client reads the class from the message
-            message = f"{type(exc).__name__}: {message}"
-        reason = A2A_ERROR_REASONS.get(type(exc), "INTERNAL_ERROR")
-        return _status(grpc_status(exc), message, reason)
-    if isinstance(exc, AuthenticationRequired):
-        return _status(exc.grpc_status, exc.message, exc.reason)
-    if isinstance(exc, AgentNotFound):
-        return _status("NOT_FOUND", exc.message, "AGENT_NOT_FOUND")
-    logger.exception("Unhandled error in a gRPC call")
-    return _status_of(
-        InternalError("The server failed to process this call; it has been logged."), dialect
-    )
-
-
 class _Service:
-    """What both services share: the call's route, version check and error answers."""
+    """What both services share: the caller, and errors answered as a status."""
 
     dialect: str
+    service: str
 
     async def caller(
         self, context: Context, request: Message, *, tenant: str = "", task_id: str = ""
@@ -110,38 +71,24 @@ class _Service:
             raise InvalidParamsError(f"Invalid request: {exc}") from None
         if contains_nul(as_json):  # as the HTTP bindings refuse it
             raise InvalidParamsError("Strings in the request must not contain U+0000 (NUL).")
-        pairs = [
+        metadata = [
             (key.lower(), value)
             for key, value in context.invocation_metadata() or ()
             if isinstance(value, str)  # `-bin` keys carry bytes; none of ours is binary
         ]
-        for key in SINGLE_VALUED:
-            values = {v for k, v in pairs if k == key}
-            if len(values) > 1:
-                raise InvalidParamsError(
-                    f"Metadata {key!r} was sent more than once with different values."
-                )
-        metadata = dict(pairs)
-        version = metadata.get("a2a-version", "").strip()
-        if version and dialects.dialect_of(version, None) != self.dialect:
-            raise VersionNotSupportedError(
-                f"a2a-version {version[:20]} is not what this service speaks ({self.dialect}): "
-                f"{V10_SERVICE} speaks 1.0, {V03_SERVICE} speaks 0.3."
-            )
-        route = await route_call(metadata=metadata, tenant=tenant, task_id=task_id)
-        extensions = requested_extensions(*(v for k, v in pairs if k in EXTENSION_KEYS))
-        return Caller(
-            agent=route.agent,
-            principal=route.principal,
-            extensions=extensions,
-            dialect=self.dialect,
+        return await grpc_caller(
+            metadata=metadata,
+            speaks=self.dialect,
+            service=self.service,
+            tenant=tenant,
+            task_id=task_id,
         )
 
     async def unary(self, context: Context, call: Callable[[], Awaitable[R]]) -> R:
         try:
             return await call()
         except Exception as exc:  # every error is answered as a status, never UNKNOWN
-            status = _status_of(exc, self.dialect)
+            status = grpc_status_of(exc, self.dialect)
             await context.abort(status.code, status.details, status.trailing_metadata)
             raise AssertionError("unreachable: abort raises") from exc
 
@@ -157,22 +104,20 @@ class _Service:
                     for response in rendered if isinstance(rendered, list) else [rendered]:
                         yield response
         except Exception as exc:
-            status = _status_of(exc, self.dialect)
+            status = grpc_status_of(exc, self.dialect)
             await context.abort(status.code, status.details, status.trailing_metadata)
 
 
 class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
     dialect = V1_0
+    service = V10_SERVICE
 
     async def SendMessage(self, request: pb10.SendMessageRequest, context: Context) -> Any:
         async def call() -> pb10.SendMessageResponse:
             caller = await self.caller(
                 context, request, tenant=request.tenant, task_id=request.message.task_id
             )
-            result = await send_message(caller, request)
-            if isinstance(result, pb10.Task):
-                return pb10.SendMessageResponse(task=result)
-            return pb10.SendMessageResponse(message=result)
+            return v10.send_result(await message_send(caller=caller, request=request))
 
         return await self.unary(context, call)
 
@@ -183,7 +128,7 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
             caller = await self.caller(
                 context, request, tenant=request.tenant, task_id=request.message.task_id
             )
-            return await send_message_stream(caller, request)
+            return await message_stream(caller=caller, request=request)
 
         async for response in self.stream(context, open_stream, lambda item: item.response):
             yield response
@@ -191,22 +136,21 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
     async def GetTask(self, request: pb10.GetTaskRequest, context: Context) -> Any:
         async def call() -> pb10.Task:
             caller = await self.caller(context, request, tenant=request.tenant, task_id=request.id)
-            return await get_task(caller, request)
+            return await task_get(caller=caller, request=request)
 
         return await self.unary(context, call)
 
     async def ListTasks(self, request: pb10.ListTasksRequest, context: Context) -> Any:
         async def call() -> pb10.ListTasksResponse:
-            return await list_tasks(
-                await self.caller(context, request, tenant=request.tenant), request
-            )
+            caller = await self.caller(context, request, tenant=request.tenant)
+            return await task_list(caller=caller, request=request)
 
         return await self.unary(context, call)
 
     async def CancelTask(self, request: pb10.CancelTaskRequest, context: Context) -> Any:
         async def call() -> pb10.Task:
             caller = await self.caller(context, request, tenant=request.tenant, task_id=request.id)
-            return await cancel_task(caller, request.id, tenant=request.tenant)
+            return await task_cancel(caller=caller, task_id=request.id, tenant=request.tenant)
 
         return await self.unary(context, call)
 
@@ -215,7 +159,7 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
     ) -> AsyncIterator[pb10.StreamResponse]:
         async def open_stream() -> Stream:
             caller = await self.caller(context, request, tenant=request.tenant, task_id=request.id)
-            return await subscribe_to_task(caller, request.id, tenant=request.tenant)
+            return await task_subscribe(caller=caller, task_id=request.id, tenant=request.tenant)
 
         async for response in self.stream(context, open_stream, lambda item: item.response):
             yield response
@@ -224,9 +168,8 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
         self, request: pb10.GetExtendedAgentCardRequest, context: Context
     ) -> Any:
         async def call() -> pb10.AgentCard:
-            return await get_extended_card(
-                await self.caller(context, request, tenant=request.tenant)
-            )
+            caller = await self.caller(context, request, tenant=request.tenant)
+            return await extended_card_get(caller=caller)
 
         return await self.unary(context, call)
 
@@ -237,7 +180,7 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
             caller = await self.caller(
                 context, request, tenant=request.tenant, task_id=request.task_id
             )
-            return await create_push_config(caller, request)
+            return await push_config_create(caller=caller, config=request)
 
         return await self.unary(context, call)
 
@@ -248,7 +191,9 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
             caller = await self.caller(
                 context, request, tenant=request.tenant, task_id=request.task_id
             )
-            return await get_push_config(caller, request.task_id, request.id, tenant=request.tenant)
+            return await push_config_get(
+                caller=caller, task_id=request.task_id, config_id=request.id, tenant=request.tenant
+            )
 
         return await self.unary(context, call)
 
@@ -259,7 +204,7 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
             caller = await self.caller(
                 context, request, tenant=request.tenant, task_id=request.task_id
             )
-            return await list_push_configs(caller, request)
+            return await push_config_list(caller=caller, request=request)
 
         return await self.unary(context, call)
 
@@ -270,7 +215,9 @@ class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
             caller = await self.caller(
                 context, request, tenant=request.tenant, task_id=request.task_id
             )
-            await delete_push_config(caller, request.task_id, request.id, tenant=request.tenant)
+            await push_config_delete(
+                caller=caller, task_id=request.task_id, config_id=request.id, tenant=request.tenant
+            )
             return empty_pb2.Empty()
 
         return await self.unary(context, call)
@@ -308,6 +255,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     the default agent); resources are named `tasks/{id}`."""
 
     dialect = V0_3
+    service = V03_SERVICE
 
     @staticmethod
     def _task_id(name: str) -> str:
@@ -315,11 +263,9 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
 
     async def SendMessage(self, request: pb03.SendMessageRequest, context: Context) -> Any:
         async def call() -> pb03.SendMessageResponse:
-            core = dialects.v03pb_send_request(request)
-            result = await send_message(
-                await self.caller(context, request, task_id=core.message.task_id), core
-            )
-            return dialects.v03pb_send_result(result)
+            core = v03.v03pb_send_request(request)
+            caller = await self.caller(context, request, task_id=core.message.task_id)
+            return v03.send_result(await message_send(caller=caller, request=core), "proto")
 
         return await self.unary(context, call)
 
@@ -327,27 +273,27 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         self, request: pb03.SendMessageRequest, context: Context
     ) -> AsyncIterator[pb03.StreamResponse]:
         async def open_stream() -> Stream:
-            core = dialects.v03pb_send_request(request)
+            core = v03.v03pb_send_request(request)
             caller = await self.caller(context, request, task_id=core.message.task_id)
-            return await send_message_stream(caller, core)
+            return await message_stream(caller=caller, request=core)
 
-        async for response in self.stream(context, open_stream, _v03_renderer()):
+        async for response in self.stream(context, open_stream, v03.stream_renderer("proto")):
             yield response
 
     async def GetTask(self, request: pb03.GetTaskRequest, context: Context) -> Any:
         async def call() -> pb03.Task:
             params = proto03.FromProto.task_query_params(request)
-            core = dialects.v03pb_get_request(params.id, params.history_length)
-            task = await get_task(await self.caller(context, request, task_id=core.id), core)
-            return dialects.v03pb_task(task)
+            core = v03.v03pb_get_request(params.id, params.history_length)
+            caller = await self.caller(context, request, task_id=core.id)
+            return v03.task_out(await task_get(caller=caller, request=core), "proto")
 
         return await self.unary(context, call)
 
     async def CancelTask(self, request: pb03.CancelTaskRequest, context: Context) -> Any:
         async def call() -> pb03.Task:
             task_id = self._task_id(request.name)
-            task = await cancel_task(await self.caller(context, request, task_id=task_id), task_id)
-            return dialects.v03pb_task(task)
+            caller = await self.caller(context, request, task_id=task_id)
+            return v03.task_out(await task_cancel(caller=caller, task_id=task_id), "proto")
 
         return await self.unary(context, call)
 
@@ -356,18 +302,18 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     ) -> AsyncIterator[pb03.StreamResponse]:
         async def open_stream() -> Stream:
             task_id = self._task_id(request.name)
-            return await subscribe_to_task(
-                await self.caller(context, request, task_id=task_id), task_id
-            )
+            caller = await self.caller(context, request, task_id=task_id)
+            return await task_subscribe(caller=caller, task_id=task_id)
 
-        async for response in self.stream(context, open_stream, _v03_renderer()):
+        async for response in self.stream(context, open_stream, v03.stream_renderer("proto")):
             yield response
 
     async def GetAgentCard(self, request: pb03.GetAgentCardRequest, context: Context) -> Any:
         async def call() -> pb03.AgentCard:
             # v0.3's GetAgentCard is its authenticated (extended) card, as JSON-RPC's
             # agent/getAuthenticatedExtendedCard and REST's v1/card.
-            return dialects.v03pb_card(await get_extended_card(await self.caller(context, request)))
+            caller = await self.caller(context, request)
+            return v03.card_out(await extended_card_get(caller=caller), "proto")
 
         return await self.unary(context, call)
 
@@ -377,9 +323,9 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         async def call() -> pb03.TaskPushNotificationConfig:
             task_id = _v03_task_name(request.parent, "parent")
             caller = await self.caller(context, request, task_id=task_id)
-            config = dialects.v03pb_push_config_request(request)
-            created = await create_push_config(caller, config)
-            return dialects.v03pb_push_config(created)
+            config = v03.v03pb_push_config_request(request)
+            created = await push_config_create(caller=caller, config=config)
+            return v03.push_config_out(created, "proto")
 
         return await self.unary(context, call)
 
@@ -389,7 +335,8 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         async def call() -> pb03.TaskPushNotificationConfig:
             task_id, config_id = _v03_config_name(request.name, config_optional=True)
             caller = await self.caller(context, request, task_id=task_id)
-            return dialects.v03pb_push_config(await get_push_config(caller, task_id, config_id))
+            config = await push_config_get(caller=caller, task_id=task_id, config_id=config_id)
+            return v03.push_config_out(config, "proto")
 
         return await self.unary(context, call)
 
@@ -399,14 +346,14 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         async def call() -> pb03.ListTaskPushNotificationConfigResponse:
             task_id = _v03_task_name(request.parent, "parent")
             caller = await self.caller(context, request, task_id=task_id)
-            response = await list_push_configs(
-                caller,
-                pb10.ListTaskPushNotificationConfigsRequest(
+            response = await push_config_list(
+                caller=caller,
+                request=pb10.ListTaskPushNotificationConfigsRequest(
                     task_id=task_id, page_size=request.page_size, page_token=request.page_token
                 ),
             )
             return pb03.ListTaskPushNotificationConfigResponse(
-                configs=[dialects.v03pb_push_config(c) for c in response.configs],
+                configs=[v03.push_config_out(c, "proto") for c in response.configs],
                 next_page_token=response.next_page_token,
             )
 
@@ -418,16 +365,7 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
         async def call() -> empty_pb2.Empty:
             task_id, config_id = _v03_config_name(request.name)
             caller = await self.caller(context, request, task_id=task_id)
-            await delete_push_config(caller, task_id, config_id)
+            await push_config_delete(caller=caller, task_id=task_id, config_id=config_id)
             return empty_pb2.Empty()
 
         return await self.unary(context, call)
-
-
-def _v03_renderer() -> Callable[[Any], list[pb03.StreamResponse]]:
-    events = dialects.V03StreamEvents()  # one per stream: see there how a v0.3 stream ends
-
-    def render(item: Any) -> list[pb03.StreamResponse]:
-        return [proto03.ToProto.stream_response(e) for e in events(item.response, final=item.final)]
-
-    return render

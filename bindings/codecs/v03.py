@@ -1,4 +1,4 @@
-"""Protocol dialects: which A2A version a request speaks, and the v0.3 <-> v1.0 edge codecs.
+"""The v0.3 codec: v0.3 JSON (the SDK's v0.3 models) and v0.3 protos <-> the v1.0 protos.
 
 The services speak v1.0 protobuf only; v0.3 JSON is validated with the SDK's v0.3 models and
 converted with its `a2a.compat.v0_3.conversions` on the way in and out.
@@ -7,7 +7,7 @@ converted with its `a2a.compat.v0_3.conversions` on the way in and out.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.compat.v0_3 import conversions
@@ -27,84 +27,15 @@ from a2a.types import (
 )
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
-from google.protobuf.descriptor import Descriptor
-from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
-from google.protobuf.message import Message as ProtoMessage
-from packaging.version import InvalidVersion, Version
+from google.protobuf.json_format import MessageToDict, ParseError
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
-from .errors import InvalidParamsError, VersionNotSupportedError
+from tasks_app.errors import InvalidParamsError
+from tasks_app.streams import StreamItem
 
-V1_0 = "1.0"
-V0_3 = "0.3"
-V0_1 = "0.1"  # the early JSON-RPC dialect (tasks/send, sessionId, parts with `type`)
-SUPPORTED_VERSIONS = (V1_0, V0_3, V0_1)
-_SPOKEN = ", ".join(SUPPORTED_VERSIONS)
-
-P = TypeVar("P", bound=ProtoMessage)
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-
-
-def dialect_of(header_value: str | None, query_value: str | None) -> str:
-    """The request's protocol version, from the A2A-Version header or query parameter."""
-    raw = (header_value or query_value or "").strip()
-    if not raw:
-        return V0_3  # the spec: an absent version means 0.3
-    try:
-        version = Version(raw)
-    except (InvalidVersion, ValueError):  # ValueError: a number too long for int()
-        raise VersionNotSupportedError(
-            f"A2A-Version {raw!r} is not a version; this agent speaks {_SPOKEN}."
-        ) from None
-    major_minor = f"{version.major}.{version.minor}"
-    if major_minor not in SUPPORTED_VERSIONS:
-        raise VersionNotSupportedError(
-            f"A2A-Version {raw} is not supported; this agent speaks {_SPOKEN}."
-        )
-    return major_minor
-
-
-def v10_params(params: dict[str, Any], message_type: type[P]) -> P:
-    """Parse v1.0 params into the request proto.
-
-    Unknown field names are dropped for forward compatibility, as the SDK does. Protobuf's own
-    lenient mode would also turn an unknown enum name ("ROLE_BOSS") into the default value, so
-    the unknown names are removed first and the parse itself stays strict.
-    """
-    try:
-        return ParseDict(known_fields(params, message_type.DESCRIPTOR), message_type())
-    except (ParseError, ValueError, RecursionError) as exc:
-        raise InvalidParamsError(f"Invalid params for {message_type.__name__}: {exc}") from None
-
-
-def known_fields(value: Any, descriptor: Descriptor) -> Any:
-    """A copy of a proto-JSON object without the keys its message type does not define."""
-    if not isinstance(value, dict) or descriptor.full_name.startswith("google.protobuf."):
-        return value  # well-known types (Struct, Timestamp, ...) have their own JSON forms
-    fields = {f.json_name: f for f in descriptor.fields} | {f.name: f for f in descriptor.fields}
-    known: dict[str, Any] = {}
-    for key, item in value.items():
-        field = fields.get(key)
-        if field is None:
-            continue
-        if field.message_type is None or field.message_type.GetOptions().map_entry:
-            known[key] = item
-        elif isinstance(item, list):  # a repeated message field
-            known[key] = [known_fields(element, field.message_type) for element in item]
-        else:
-            known[key] = known_fields(item, field.message_type)
-    return known
-
-
-def v10_list_result(request: ListTasksRequest, response: ListTasksResponse) -> dict[str, Any]:
-    """ListTasks' answer in proto-JSON, every field present; artifacts only when asked for."""
-    result = MessageToDict(response, always_print_fields_with_no_presence=True)
-    if not request.include_artifacts:
-        for task in result["tasks"]:
-            task.pop("artifacts", None)
-    return result
 
 
 def v03_request(model: type[M], method: str, params: dict[str, Any]) -> M:
@@ -219,16 +150,6 @@ def v03pb_get_request(task_id: str, history_length: int | None) -> GetTaskReques
     return conversions.to_core_get_task_request(v03.GetTaskRequest(id=0, params=params))
 
 
-def v03pb_send_result(result: TaskProto | MessageProto) -> pb03.SendMessageResponse:
-    if isinstance(result, TaskProto):
-        return proto03.ToProto.task_or_message(conversions.to_compat_task(result))
-    return proto03.ToProto.task_or_message(conversions.to_compat_message(result))
-
-
-def v03pb_task(task: TaskProto) -> pb03.Task:
-    return proto03.ToProto.task(conversions.to_compat_task(task))
-
-
 def v03_event(response: Any, *, final: bool) -> Any:
     """One stream event (a v1.0 StreamResponse) as v0.3's model; v0.3 marks the status update
     that ends a stream `final` (input-required ends one too)."""
@@ -238,8 +159,9 @@ def v03_event(response: Any, *, final: bool) -> Any:
     return event
 
 
-def v03pb_event(response: Any, *, final: bool) -> pb03.StreamResponse:
-    return proto03.ToProto.stream_response(v03_event(response, final=final))
+def push_event(item: StreamItem) -> Any:
+    """A push delivery's body: one event on its own, in v0.3's JSON."""
+    return v03_dump(v03_event(item.response, final=item.final))
 
 
 class V03StreamEvents:
@@ -279,8 +201,72 @@ class V03StreamEvents:
         return v03_event(StreamResponse(status_update=update), final=True)
 
 
-def v03pb_card(card: AgentCard) -> pb03.AgentCard:
-    return proto03.ToProto.agent_card(conversions.to_compat_agent_card(card))
+# The wire forms of v0.3: JSON-RPC (and push) speak the SDK's v0.3 models' JSON; gRPC the v0.3
+# protos; REST the JSON form of those protos.
+# The wire forms of v0.3: JSON-RPC (and push) speak the JSON of the SDK's v0.3 models; gRPC
+# the v0.3 protos; REST the JSON form of those protos.
+Form = Literal["json", "proto", "proto_json"]
+
+
+def as_form(model: Any, form: Form, to_proto: Callable[[Any], Any]) -> Any:
+    """A v0.3 model in one wire form; `to_proto` is the SDK's ToProto function for its type."""
+    if form == "json":
+        return v03_dump(model)
+    proto = to_proto(model)
+    return proto if form == "proto" else MessageToDict(proto)
+
+
+def send_result(result: TaskProto | MessageProto, form: Form) -> Any:
+    """SendMessage's answer: the task, or the agent's direct Message."""
+    if isinstance(result, TaskProto):
+        model: Any = conversions.to_compat_task(result)
+    else:
+        model = conversions.to_compat_message(result)
+    return as_form(model, form, proto03.ToProto.task_or_message)
+
+
+def task_out(task: TaskProto, form: Form) -> Any:
+    return as_form(conversions.to_compat_task(task), form, proto03.ToProto.task)
+
+
+def card_out(card: AgentCard, form: Form) -> Any:
+    return as_form(conversions.to_compat_agent_card(card), form, proto03.ToProto.agent_card)
+
+
+def push_config_out(config: TaskPushNotificationConfig, form: Form) -> Any:
+    compat = conversions.to_compat_task_push_notification_config(config)
+    return as_form(compat, form, proto03.ToProto.task_push_notification_config)
+
+
+def list_result(
+    request: ListTasksRequest, response: ListTasksResponse, form: Literal["json", "proto_json"]
+) -> dict[str, Any]:
+    """tasks/list's answer (v0.3's proto has no ListTasksResponse, so REST answers in the
+    JSON-RPC result's shape), tasks in the binding's form; artifacts only when asked for."""
+    tasks = [task_out(task, form) for task in response.tasks]
+    if not request.include_artifacts:
+        for task in tasks:
+            task.pop("artifacts", None)
+    return {
+        "tasks": tasks,
+        "totalSize": response.total_size,
+        "pageSize": response.page_size,
+        "nextPageToken": response.next_page_token,
+    }
+
+
+def stream_renderer(form: Form) -> Callable[[StreamItem], list[Any]]:
+    """How one stream's items become v0.3 events in `form`: one renderer per stream (it
+    remembers what went out, see V03StreamEvents)."""
+    events = V03StreamEvents()
+
+    def render(item: StreamItem) -> list[Any]:
+        return [
+            as_form(event, form, proto03.ToProto.stream_response)
+            for event in events(item.response, final=item.final)
+        ]
+
+    return render
 
 
 def v03pb_push_config_request(
@@ -296,8 +282,3 @@ def v03pb_push_config_request(
     if not core.id and request.config_id:
         core.id = request.config_id
     return core
-
-
-def v03pb_push_config(config: TaskPushNotificationConfig) -> pb03.TaskPushNotificationConfig:
-    compat = conversions.to_compat_task_push_notification_config(config)
-    return proto03.ToProto.task_push_notification_config(compat)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,12 +16,8 @@ from typing import Any
 from django.http import StreamingHttpResponse
 
 from a2a_platform.metrics import SSE_STREAMS_OPEN
-
-from .errors import A2AError, InternalError
-from .operations import Stream
-from .streams import StreamItem
-
-logger = logging.getLogger(__name__)
+from tasks_app.operations import Stream
+from tasks_app.streams import StreamItem
 
 
 @dataclass(frozen=True)
@@ -34,10 +29,19 @@ class SseStream:
     render: Callable[[StreamItem], Any]
 
 
+def sse_frame(data: Any, *, event_id: str | int | None = None, event: str | None = None) -> bytes:
+    """One frame: its `event:` and `id:` lines when given, `data` as JSON, and the blank line
+    that ends it. Every SSE frame the platform sends is written here (the console's too)."""
+    head = f"event: {event}\n" if event else ""
+    if event_id is not None:
+        head += f"id: {event_id}\n"
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
 def sse_response(
     stream: SseStream,
     wrap: Callable[[Any], Any],
-    error_body: Callable[[A2AError], Any],
+    error_body: Callable[[BaseException], Any],
 ) -> StreamingHttpResponse:
     response = StreamingHttpResponse(
         _frames(stream, wrap, error_body), content_type="text/event-stream"
@@ -48,7 +52,7 @@ def sse_response(
 
 
 async def _frames(
-    stream: SseStream, wrap: Callable[[Any], Any], error_body: Callable[[A2AError], Any]
+    stream: SseStream, wrap: Callable[[Any], Any], error_body: Callable[[BaseException], Any]
 ) -> AsyncIterator[bytes]:
     SSE_STREAMS_OPEN.inc()
     try:
@@ -60,16 +64,11 @@ async def _frames(
                 results = stream.render(item)
                 results = results if isinstance(results, list) else [results]
                 for n, result in enumerate(results, start=1):
-                    body = json.dumps(wrap(result))
                     # Several frames for one event: only the last names the event, so a client
                     # that drops in between resumes before it and misses none of them.
-                    event_id = f"id: {item.event_id}\n" if n == len(results) else ""
-                    yield f"{event_id}data: {body}\n\n".encode()
-    except A2AError as exc:
-        yield f"event: error\ndata: {json.dumps(error_body(exc))}\n\n".encode()
-    except Exception:
-        logger.exception("Stream failed")
-        error = InternalError("The stream failed on the server; it has been logged.")
-        yield f"event: error\ndata: {json.dumps(error_body(error))}\n\n".encode()
+                    last = n == len(results)
+                    yield sse_frame(wrap(result), event_id=item.event_id if last else None)
+    except Exception as exc:  # what A2A names goes out as it is; anything else is logged
+        yield sse_frame(error_body(exc), event="error")
     finally:
         SSE_STREAMS_OPEN.dec()  # also when the client left: closing the generator lands here

@@ -27,10 +27,10 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from google.api import field_behavior_pb2
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
-from push_app.services import MAX_PAGE_SIZE as PUSH_CONFIGS_MAX_PAGE_SIZE
+from a2a_platform.versions import V0_3, V1_0
+from push_app.selectors import MAX_PAGE_SIZE as PUSH_CONFIGS_MAX_PAGE_SIZE
 
 from . import rest
-from .dialects import V0_3, V1_0
 
 JSON_TYPES = ("application/json", rest.A2A_JSON)
 SSE = "text/event-stream"
@@ -312,7 +312,7 @@ def _list_query(dialect: str) -> list[Param]:
         "historyLength": "At most this many of each task's most recent messages.",
         "includeArtifacts": "Include each task's artifacts.",
     }
-    codec = rest.CODECS[dialect]
+    codec = rest.DIALECTS[dialect]
     return [
         Param(name, copy.deepcopy(refinements.get(name, kinds[kind])), descriptions.get(name, ""))
         for name, kind in codec.list_query.items()
@@ -396,7 +396,7 @@ def _push_list_query(dialect: str) -> list[Param]:
         f"{PUSH_CONFIGS_MAX_PAGE_SIZE}).",
         "pageToken": "The previous page's `nextPageToken`.",
     }
-    codec = rest.CODECS[dialect]
+    codec = rest.DIALECTS[dialect]
     return [
         TENANT
         if name == "tenant"
@@ -600,7 +600,7 @@ class A2ARestSchema(AutoSchema):
             return super().get_operation(path, path_regex, path_prefix, method, registry)
         if self.operation is None:
             warn(
-                f"tasks_app.openapi.OPERATIONS has no entry for {type(self.view).__name__} "
+                f"bindings.openapi.OPERATIONS has no entry for {type(self.view).__name__} "
                 f"{self.method} ({path})."
             )
             return None

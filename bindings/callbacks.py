@@ -33,12 +33,12 @@ from agents.executors.webhook import (
     callback_events,
     token_digest,
 )
+from tasks_app import rowsql
+from tasks_app.models import Task
+from tasks_app.selectors import executor_state
+from tasks_app.services import task_events_record
+from tasks_app.streams import SETTLED_STATES
 
-from . import rowsql
-from .models import Task
-from .selectors import executor_state
-from .services import task_events_record
-from .streams import SETTLED_STATES
 from .wire import BadJson, contains_nul, json_loads
 
 logger = logging.getLogger(__name__)

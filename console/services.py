@@ -1,0 +1,87 @@
+"""Writes the console's pages make beyond one call to an app's service: each owns its
+transaction (an agent's fields with its secrets, an account with its membership, a key's
+revocation), or, for a job, the broker's answer within a deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from a2a_platform.celery import app
+from a2a_platform.queues import within
+from agents.models import Agent, ApiKey, Tenant
+from agents.services import ActionRefused, agent_secrets_set, agent_update, membership_add
+
+from .selectors import BROKER_DEADLINE_SECONDS
+
+
+@transaction.atomic
+def agent_change(
+    *, agent: Agent, fields: Iterable[str], executor_secrets: Mapping[str, str] | None
+) -> Agent:
+    """Save the agent's changed fields and, unless None (kept as they are), its executor
+    secrets ({} clears them): the fields and the secrets together, or neither."""
+    agent_update(agent=agent, fields=fields)
+    if executor_secrets is not None:
+        agent_secrets_set(agent=agent, secrets=executor_secrets)
+    return agent
+
+
+@transaction.atomic
+def api_key_revoke(*, agent: Agent, prefix: str) -> ApiKey | None:
+    """Revoke the tenant's active key `prefix` if it works for `agent` (a tenant-wide key, or
+    the agent's own); None, and nothing done, when there is no such key."""
+    key = (
+        ApiKey.objects.select_for_update()
+        .filter(tenant_id=agent.tenant_id, prefix=prefix, revoked_at__isnull=True)
+        .first()
+    )
+    if key is None or key.agent_id not in (None, agent.pk):
+        return None
+    key.revoked_at = timezone.now()
+    key.save(update_fields=["revoked_at"])
+    return key
+
+
+@transaction.atomic
+def membership_add_by_username(
+    *, tenant: Tenant, username: str, email: str, role: str
+) -> tuple[Any, bool]:
+    """Add the account `username` to the tenant with `role`, making it first (with no usable
+    password yet, and `email`) when there is none; returns the account and whether it was
+    made. ActionRefused says why not; IntegrityError when the same account was made a moment
+    ago by another request. Matched by user name only: an email is whatever an account's maker
+    typed, so it says nothing about who holds the account."""
+    User: Any = get_user_model()
+    user = User.objects.filter(username=username).first()
+    created = user is None
+    if created:
+        user = _account_new(User, username=username, email=email)
+    elif not user.is_active:
+        raise ActionRefused(
+            f"The account {username} is disabled; an operator can enable it in the admin."
+        )
+    membership_add(tenant=tenant, user=user, role=role)
+    return user, created
+
+
+def _account_new(User: Any, *, username: str, email: str) -> Any:
+    """An account with no usable password yet, its name checked as Django's forms check it."""
+    try:
+        User.username_validator(username)
+    except ValidationError as exc:
+        problem = " ".join(exc.messages)
+        raise ActionRefused(f"{username!r} cannot be a user name: {problem}") from None
+    return User.objects.create_user(username=username, email=email)
+
+
+def job_revoke(*, job_id: str, deadline: float = BROKER_DEADLINE_SECONDS) -> None:
+    """Revoke a Celery job by id on every live worker: one that has not started is skipped when
+    its turn comes; one already running finishes (thread pools cannot stop a job midway).
+    Raises what the broker raised, or TimeoutError past `deadline` seconds."""
+    within(deadline, lambda: app.control.revoke(job_id))

@@ -1,0 +1,105 @@
+"""Reads of push notification configs, scoped as the caller's tasks are, and the delivery
+counts /metrics scrapes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from a2a.types import (
+    AuthenticationInfo,
+    ListTaskPushNotificationConfigsResponse,
+    TaskPushNotificationConfig,
+)
+from django.db.models import Count
+
+from agents.auth import Principal
+from agents.crypto import decrypt
+from agents.models import Agent
+from tasks_app.errors import InvalidParamsError
+from tasks_app.selectors import task_get_row
+
+from .errors import push_config_not_found
+from .models import Delivery, DeliveryAttempt, PushConfig
+
+MAX_PAGE_SIZE = 100
+
+
+def push_config_to_proto(config: PushConfig) -> TaskPushNotificationConfig:
+    proto = TaskPushNotificationConfig(
+        id=config.config_id, task_id=str(config.task_id), url=config.url
+    )
+    if config.token_encrypted:
+        proto.token = decrypt(config.token_encrypted)
+    if config.auth_scheme:
+        proto.authentication.CopyFrom(
+            AuthenticationInfo(
+                scheme=config.auth_scheme,
+                credentials=decrypt(config.auth_credentials_encrypted)
+                if config.auth_credentials_encrypted
+                else "",
+            )
+        )
+    return proto
+
+
+def push_config_headers(config: PushConfig) -> dict[str, str]:
+    return json.loads(decrypt(config.headers_encrypted)) if config.headers_encrypted else {}
+
+
+def push_config_row(
+    *, agent: Agent, principal: Principal, task_id: str, config_id: str
+) -> PushConfig:
+    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
+    configs = PushConfig.objects.filter(task=task)
+    # v0.3 may ask for "the" config of a task without naming it: the first one.
+    config = configs.filter(config_id=config_id).first() if config_id else configs.first()
+    if config is None:
+        raise push_config_not_found(task_id, config_id)
+    return config
+
+
+def push_config_get_v01(*, agent: Agent, principal: Principal, task_id: str) -> dict[str, Any]:
+    """v0.1's view of a task's push config: its `url` and `headers`."""
+    config = push_config_row(agent=agent, principal=principal, task_id=task_id, config_id="")
+    return {"url": config.url, "headers": push_config_headers(config)}
+
+
+def push_config_get(
+    *, agent: Agent, principal: Principal, task_id: str, config_id: str
+) -> TaskPushNotificationConfig:
+    return push_config_to_proto(
+        push_config_row(agent=agent, principal=principal, task_id=task_id, config_id=config_id)
+    )
+
+
+def push_config_list(
+    *, agent: Agent, principal: Principal, task_id: str, page_size: int = 0, page_token: str = ""
+) -> ListTaskPushNotificationConfigsResponse:
+    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
+    if page_size < 0 or page_size > MAX_PAGE_SIZE:
+        raise InvalidParamsError(f"'pageSize' must be between 1 and {MAX_PAGE_SIZE}.")
+    size = page_size or MAX_PAGE_SIZE
+    configs = PushConfig.objects.filter(task=task).order_by("config_id")
+    if page_token:
+        configs = configs.filter(config_id__gt=page_token)
+    page = list(configs[: size + 1])
+    response = ListTaskPushNotificationConfigsResponse(
+        configs=[push_config_to_proto(c) for c in page[:size]]
+    )
+    if len(page) > size:
+        response.next_page_token = page[size - 1].config_id
+    return response
+
+
+# --- what /metrics scrapes (a2a_platform.metrics) ----------------------------------------------
+
+
+def delivery_attempt_counts() -> dict[str, int]:
+    """Every delivery attempt ever recorded, counted by outcome (delivered, retry, dead)."""
+    return dict(DeliveryAttempt.objects.values_list("outcome").annotate(n=Count("pk")).order_by())
+
+
+def delivery_dead_count() -> int:
+    """Deliveries dead-lettered, waiting for an operator to redeliver them."""
+    return Delivery.objects.filter(state=Delivery.State.DEAD).count()
