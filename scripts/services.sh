@@ -4,8 +4,20 @@
 #   services_stop
 # When a binary is missing and we are root with apt, it is installed; otherwise we say what to
 # install. PostgreSQL refuses to run as root, so as root the servers run as user 'postgres'.
+# Where the binaries are can be set (then nothing is installed): A2A_PG_BIN (the directory of
+# initdb and pg_ctl), A2A_REDIS_SERVER, A2A_CHROMIUM_BIN (default /usr/bin/chromium).
+
+# In CI (CI=true) a component the suite needs and cannot have is an error, never a skip.
+_svc_in_ci() {
+  local ci=${CI:-}
+  [ "${ci,,}" = true ]
+}
 
 _svc_find_pg_bin() {
+  if [ -n "${A2A_PG_BIN:-}" ]; then
+    [ -x "$A2A_PG_BIN/initdb" ] && [ -x "$A2A_PG_BIN/pg_ctl" ] && { echo "$A2A_PG_BIN"; return 0; }
+    return 1
+  fi
   if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
     dirname "$(command -v initdb)"; return 0
   fi
@@ -14,6 +26,14 @@ _svc_find_pg_bin() {
     [ -x "$d/initdb" ] && { echo "$d"; return 0; }
   done
   return 1
+}
+
+_svc_find_redis() {
+  if [ -n "${A2A_REDIS_SERVER:-}" ]; then
+    [ -x "$A2A_REDIS_SERVER" ] && { echo "$A2A_REDIS_SERVER"; return 0; }
+    return 1
+  fi
+  command -v redis-server
 }
 
 _svc_apt_install() {
@@ -27,12 +47,16 @@ _svc_apt_install() {
 }
 
 # Chromium for the browser tests (tests/browser), from Debian only: never a downloader such as
-# `playwright install`. Without it (not root, no apt, install failed) those tests skip.
-CHROMIUM_BIN=/usr/bin/chromium
+# `playwright install`. Without it (not root, no apt, install failed) those tests skip, and in
+# CI they cannot run: the caller (scripts/test.sh) then stops. An A2A_CHROMIUM_BIN that was set
+# is only checked, never installed.
+A2A_CHROMIUM_BIN=${A2A_CHROMIUM_BIN:-/usr/bin/chromium}
+export A2A_CHROMIUM_BIN  # tests/browser/conftest.py launches this one
 
 services_ensure_chromium() {
-  [ -x "$CHROMIUM_BIN" ] && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  [ -x "$A2A_CHROMIUM_BIN" ] && return 0
+  if [ "$A2A_CHROMIUM_BIN" = /usr/bin/chromium ] && [ "$(id -u)" = 0 ] &&
+    command -v apt-get >/dev/null 2>&1; then
     echo "services: installing chromium with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive
     local install=(apt-get install -y -qq --no-install-recommends chromium)
@@ -41,9 +65,15 @@ services_ensure_chromium() {
     { apt-cache show chromium >/dev/null 2>&1 && "${install[@]}" >/dev/null 2>&1; } ||
       { apt-get update -qq >/dev/null && "${install[@]}" >/dev/null; } || true  # errors shown
   fi
-  [ -x "$CHROMIUM_BIN" ] && return 0
-  echo "services: $CHROMIUM_BIN is missing, browser tests will skip; install it as root with" \
-    "'apt-get install --no-install-recommends chromium' (Debian's package, not 'playwright install')." >&2
+  [ -x "$A2A_CHROMIUM_BIN" ] && return 0
+  local what="Chromium ($A2A_CHROMIUM_BIN) is missing"
+  local how="install it as root with 'apt-get install --no-install-recommends chromium'"
+  how="$how (Debian's package, not 'playwright install'), or set A2A_CHROMIUM_BIN to its path"
+  if _svc_in_ci; then
+    echo "services: CI=true and $what: the browser tests (tests/browser) cannot run; $how." >&2
+  else
+    echo "services: $what, browser tests will skip; $how." >&2
+  fi
   return 1
 }
 
@@ -52,16 +82,35 @@ _svc_free_port() {
 }
 
 services_start() {
-  local pg_bin
-  pg_bin=$(_svc_find_pg_bin) || { _svc_apt_install postgresql && pg_bin=$(_svc_find_pg_bin); } || {
-    echo "services: PostgreSQL server binaries (initdb, pg_ctl) are missing." >&2
-    echo "services: install them, e.g. 'sudo apt-get install postgresql', then run again." >&2
-    return 1
-  }
-  command -v redis-server >/dev/null 2>&1 || _svc_apt_install redis-server || {
-    echo "services: redis-server is missing; install it, e.g. 'sudo apt-get install redis-server'." >&2
-    return 1
-  }
+  local pg_bin redis_bin
+  if [ -n "${A2A_PG_BIN:-}" ]; then
+    pg_bin=$(_svc_find_pg_bin) || {
+      echo "services: PostgreSQL cannot start: A2A_PG_BIN=$A2A_PG_BIN holds no initdb and" \
+        "pg_ctl; point it at PostgreSQL's bin directory, or unset it." >&2
+      return 1
+    }
+  else
+    pg_bin=$(_svc_find_pg_bin) ||
+      { _svc_apt_install postgresql && pg_bin=$(_svc_find_pg_bin); } || {
+      echo "services: PostgreSQL cannot start: its server binaries (initdb, pg_ctl) are" \
+        "missing; install them, e.g. 'sudo apt-get install postgresql', then run again." >&2
+      return 1
+    }
+  fi
+  if [ -n "${A2A_REDIS_SERVER:-}" ]; then
+    redis_bin=$(_svc_find_redis) || {
+      echo "services: Redis cannot start: A2A_REDIS_SERVER=$A2A_REDIS_SERVER is not an" \
+        "executable; point it at redis-server, or unset it." >&2
+      return 1
+    }
+  else
+    redis_bin=$(_svc_find_redis) ||
+      { _svc_apt_install redis-server && redis_bin=$(_svc_find_redis); } || {
+      echo "services: Redis cannot start: redis-server is missing; install it, e.g." \
+        "'sudo apt-get install redis-server'." >&2
+      return 1
+    }
+  fi
 
   SERVICES_DIR=$(mktemp -d /tmp/a2a-test-services.XXXXXX)
   export SERVICES_DIR
@@ -82,20 +131,28 @@ services_start() {
   "${run_as[@]}" "$pg_bin/pg_ctl" -D "$SERVICES_DIR/pg" -l "$SERVICES_DIR/pg.log" -w -t 60 \
     -o "-p $pg_port -k $SERVICES_DIR -c listen_addresses=127.0.0.1 -c fsync=off \
         -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" start \
-    >/dev/null || { echo "services: PostgreSQL did not start:" >&2; cat "$SERVICES_DIR/pg.log" >&2; return 1; }
+    >/dev/null || {
+      echo "services: PostgreSQL did not start:" >&2
+      cat "$SERVICES_DIR/pg.log" >&2 2>/dev/null; return 1; }
 
-  "${run_as[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+  "${run_as[@]}" "$redis_bin" --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
     --daemonize yes --dir "$SERVICES_DIR" --pidfile "$SERVICES_DIR/redis.pid" \
     --logfile "$SERVICES_DIR/redis.log" || { echo "services: Redis did not start" >&2; return 1; }
-  local i
+  local i ready=
   for i in $(seq 50); do
-    python3 - "$redis_port" <<'PY' && break
+    python3 - "$redis_port" <<'PY' 2>/dev/null && { ready=1; break; }
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1)
 s.sendall(b"PING\r\n"); sys.exit(0 if s.recv(16).startswith(b"+PONG") else 1)
 PY
     sleep 0.1
   done
+  # A daemonized redis-server that dies at once (port taken, bad option) still exits 0.
+  [ -n "$ready" ] || {
+    echo "services: Redis did not answer PING on port $redis_port:" >&2
+    tail -n 20 "$SERVICES_DIR/redis.log" >&2 2>/dev/null || true
+    return 1
+  }
 
   export DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres"
   export REDIS_URL="redis://127.0.0.1:$redis_port/0"
@@ -105,7 +162,8 @@ PY
 
 services_stop() {
   [ -n "${SERVICES_DIR:-}" ] || return 0
-  [ -f "$SERVICES_DIR/redis.pid" ] && { kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null || true; }
+  [ -f "$SERVICES_DIR/redis.pid" ] &&
+    { kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null || true; }
   "${SERVICES_RUN_AS[@]}" "$SERVICES_PG_BIN/pg_ctl" -D "$SERVICES_DIR/pg" -m immediate stop \
     >/dev/null 2>&1 || true
   rm -rf "$SERVICES_DIR"

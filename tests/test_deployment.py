@@ -36,6 +36,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from .conftest import VENV_BIN, _free_port, require, stop_process
+from .e2e.helpers import poll
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS_SOURCE = (ROOT / "a2a_platform" / "settings.py").read_text()
@@ -617,7 +618,7 @@ def test_beat_scheduler_records_its_ticks_and_healthcheck_beat_reads_them(db_env
     try:
         scheduler.tick()
         scheduler.tick()  # within HEARTBEAT_SECONDS: not written again
-        first = wait_until(beat_last_tick, "the scheduler recorded no tick")
+        first = wait_logged(beat_last_tick, "the scheduler recorded no tick")
         time.sleep(1)
         again = beat_last_tick()
     finally:
@@ -664,13 +665,10 @@ def start_beat(env: dict[str, str], tmp_path: Path) -> tuple[subprocess.Popen[by
     return proc, log
 
 
-def wait_until(predicate: Any, what: str, log: Path | None = None, timeout: float = 30) -> Any:
+def wait_logged(predicate: Any, what: str, log: Path | None = None, timeout: float = 30) -> Any:
     """predicate()'s first true value; `what` (and the log's end) if none comes in time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
+    if value := poll(predicate, timeout=timeout):
+        return value
     raise AssertionError(f"{what} within {timeout} s:\n{log.read_text()[-4000:] if log else ''}")
 
 
@@ -679,7 +677,7 @@ def test_beat_started_as_compose_starts_it_is_healthy(db_env, tmp_path):
 
     beat, log = start_beat(db_env, tmp_path)
     try:
-        wait_until(beat_last_tick, "beat recorded no tick", log)
+        wait_logged(beat_last_tick, "beat recorded no tick", log)
         done = manage("healthcheck", "beat", env=db_env)
         assert done.returncode == 0, done.stdout + done.stderr
     finally:
@@ -764,7 +762,7 @@ def test_beat_goes_on_while_the_database_is_away(db_env, tmp_path):
 
     beat, log = start_beat(env, tmp_path)
     try:
-        first = wait_until(beat_last_tick, "beat recorded no tick", log)
+        first = wait_logged(beat_last_tick, "beat recorded no tick", log)
 
         # The database does not answer: the next write hangs, and beat sends on.
         forwarder.pause()
@@ -774,7 +772,7 @@ def test_beat_goes_on_while_the_database_is_away(db_env, tmp_path):
             assert sent() > count, f"beat stopped sending tasks:\n{log.read_text()[-4000:]}"
             count = sent()
         forwarder.resume()
-        second = wait_until(
+        second = wait_logged(
             lambda: (tick := beat_last_tick()) and tick > first and tick,
             "beat did not record its ticks once the database answered again",
             log,
@@ -782,16 +780,16 @@ def test_beat_goes_on_while_the_database_is_away(db_env, tmp_path):
 
         # The database is down: the write fails, beat says so and goes on.
         forwarder.stop()
-        wait_until(
+        wait_logged(
             lambda: "could not record its tick" in log.read_text(),
             "beat logged no failed write",
             log,
         )
         count = sent()
-        wait_until(lambda: sent() > count, "beat stopped sending tasks", log, timeout=5)
+        wait_logged(lambda: sent() > count, "beat stopped sending tasks", log, timeout=5)
         assert beat.poll() is None, log.read_text()[-4000:]
         forwarder.start()
-        wait_until(
+        wait_logged(
             lambda: (tick := beat_last_tick()) and tick > second,
             "beat did not record its ticks again once the database was back",
             log,

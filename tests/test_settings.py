@@ -15,6 +15,8 @@ from cryptography.fernet import Fernet
 
 from agents.crypto import derived_key
 
+from .conftest import _free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -203,12 +205,6 @@ def test_the_key_that_stored_the_secrets_starts_the_commands(stored):
     result = command(["create_api_key", "acme", "ci"], stored, DJANGO_SECRET_KEY=STORED_UNDER)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("api key: ")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize(

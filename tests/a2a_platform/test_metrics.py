@@ -29,9 +29,10 @@ from a2a_platform.metrics import SEND_LATENCY, start_sidecar_metrics_server
 from a2a_platform.queues import queue_names
 from agents.auth import Principal
 from push_app.models import Delivery, DeliveryAttempt, PushConfig
+from tasks_app import operations
 from tasks_app.errors import InvalidParamsError
 from tasks_app.models import STATE_CHOICES, Task, TaskEvent
-from tasks_app.operations import Caller, send_message, send_message_stream
+from tasks_app.operations import Caller
 from tasks_app.services import message_send, task_end, task_event_record
 
 from ..conftest import _free_port
@@ -239,10 +240,14 @@ def test_a_refused_send_is_observed_as_an_error(make_tenant, make_agent):
     }
 
     with pytest.raises(InvalidParamsError, match="tenant"):
-        asyncio.run(send_message(caller, SendMessageRequest(tenant="someone/else")))
+        asyncio.run(
+            operations.message_send(
+                caller=caller, request=SendMessageRequest(tenant="someone/else")
+            )
+        )
     resuming = Caller(agent=caller.agent, principal=ALICE, last_event_id="garbage")
     with pytest.raises(InvalidParamsError, match="Last-Event-ID"):
-        asyncio.run(send_message_stream(resuming, SendMessageRequest()))
+        asyncio.run(operations.message_stream(caller=resuming, request=SendMessageRequest()))
 
     grown = {labels: observed(*labels) - count for labels, count in before.items()}
     assert grown == {
@@ -274,7 +279,7 @@ def test_a_stream_is_observed_at_its_first_event_not_at_keepalives(
 
     async def keepalive_then_event() -> tuple[float, float]:
         caller = Caller(agent=agent, principal=ALICE, last_event_id=f"{task.pk}:0", dialect="0.3")
-        stream = await send_message_stream(caller, SendMessageRequest())
+        stream = await operations.message_stream(caller=caller, request=SendMessageRequest())
         try:
             assert await anext(stream) is None  # a keep-alive: no event yet
             at_keepalive = observed("SendStreamingMessage", "0.3", "ok")
@@ -291,7 +296,7 @@ def test_a_stream_is_observed_at_its_first_event_not_at_keepalives(
     # and a stream its client leaves before any event is not observed at all
     async def left_early() -> None:
         caller = Caller(agent=agent, principal=ALICE, last_event_id=f"{task.pk}:1", dialect="0.3")
-        stream = await send_message_stream(caller, SendMessageRequest())
+        stream = await operations.message_stream(caller=caller, request=SendMessageRequest())
         assert await anext(stream) is None
         await stream.aclose()
 

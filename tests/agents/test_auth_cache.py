@@ -55,7 +55,8 @@ def reads(monkeypatch):
 
 
 @pytest.fixture
-def world(make_tenant, make_agent):
+def keyed_agent(make_tenant, make_agent):
+    """An echo agent, a key of its tenant (for principal team-a) and that key's secret."""
     tenant = make_tenant()
     agent = make_agent(tenant, "echo")
     key, secret = api_key_create(tenant=tenant, name="ci", principal="team-a")
@@ -68,8 +69,8 @@ def resolve(agent: Agent, raw_key: str | None):
     )
 
 
-def test_a_second_call_reads_nothing(world, clock, reads):
-    agent, key, secret = world
+def test_a_second_call_reads_nothing(keyed_agent, clock, reads):
+    agent, key, secret = keyed_agent
     first_agent, first = resolve(agent, secret)
     again_agent, again = resolve(agent, secret)
     assert reads == {"agent": 1, "key": 1}
@@ -77,10 +78,10 @@ def test_a_second_call_reads_nothing(world, clock, reads):
     assert again_agent.pk == first_agent.pk == agent.pk
 
 
-def test_calls_that_miss_together_read_once(world, clock, reads, settings):
+def test_calls_that_miss_together_read_once(keyed_agent, clock, reads, settings):
     """When the entries expire under load, the requests in flight share one read; a caller
     that goes away does not take the read from the others; an error is shared too."""
-    agent, key, secret = world
+    agent, key, secret = keyed_agent
 
     async def together(raw_key: str | None, *, cancel_first: bool = False) -> list:
         calls = [
@@ -114,8 +115,8 @@ def test_calls_that_miss_together_read_once(world, clock, reads, settings):
     assert reads["agent"] == 2 + 16
 
 
-def test_the_secret_is_compared_on_every_call(world, clock, reads):
-    agent, _, secret = world
+def test_the_secret_is_compared_on_every_call(keyed_agent, clock, reads):
+    agent, _, secret = keyed_agent
     resolve(agent, secret)
     for wrong in (secret[:-1] + ("x" if secret[-1] != "x" else "y"), secret + "x"):
         with pytest.raises(AuthenticationRequired):
@@ -123,17 +124,17 @@ def test_the_secret_is_compared_on_every_call(world, clock, reads):
     assert reads == {"agent": 1, "key": 1}
 
 
-def test_no_raw_key_is_kept(world, clock):
-    agent, _, secret = world
+def test_no_raw_key_is_kept(keyed_agent, clock):
+    agent, _, secret = keyed_agent
     resolve(agent, secret)
     kept = repr(cache._keys._entries) + repr(cache._agents._entries)
     random_part = secret.split("_", 2)[2]  # a2a_<prefix>_<random>; the random part has "_" too
     assert secret not in kept and random_part not in kept
 
 
-def test_a_revoked_key_works_no_longer_than_the_bound(world, clock, reads, settings):
+def test_a_revoked_key_works_no_longer_than_the_bound(keyed_agent, clock, reads, settings):
     # given a key this process has read
-    agent, key, secret = world
+    agent, key, secret = keyed_agent
     resolve(agent, secret)
     # when it is revoked (by any process, any code path: here a queryset update)
     ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
@@ -147,8 +148,8 @@ def test_a_revoked_key_works_no_longer_than_the_bound(world, clock, reads, setti
 
 
 @pytest.mark.parametrize("what", ["agent", "tenant"])
-def test_a_deactivated_agent_or_tenant_is_gone_after_the_bound(world, clock, settings, what):
-    agent, _, secret = world
+def test_a_deactivated_agent_or_tenant_is_gone_after_the_bound(keyed_agent, clock, settings, what):
+    agent, _, secret = keyed_agent
     resolve(agent, secret)
     if what == "agent":
         Agent.objects.filter(pk=agent.pk).update(is_active=False)
@@ -161,8 +162,8 @@ def test_a_deactivated_agent_or_tenant_is_gone_after_the_bound(world, clock, set
         resolve(agent, secret)
 
 
-def test_a_changed_agent_is_read_again_after_the_bound(world, clock, settings):
-    agent, _, secret = world
+def test_a_changed_agent_is_read_again_after_the_bound(keyed_agent, clock, settings):
+    agent, _, secret = keyed_agent
     resolve(agent, secret)
     Agent.objects.filter(pk=agent.pk).update(visibility=Agent.Visibility.PUBLIC)
     with pytest.raises(AuthenticationRequired):
@@ -171,8 +172,8 @@ def test_a_changed_agent_is_read_again_after_the_bound(world, clock, settings):
     assert resolve(agent, None)[1].is_anonymous
 
 
-def test_what_is_not_found_is_not_cached(world, clock, reads):
-    agent, _, secret = world
+def test_what_is_not_found_is_not_cached(keyed_agent, clock, reads):
+    agent, _, secret = keyed_agent
     ghost = Agent(tenant=agent.tenant, slug="ghost")
     for _ in range(2):
         with pytest.raises(AgentNotFound):
@@ -185,16 +186,16 @@ def test_what_is_not_found_is_not_cached(world, clock, reads):
     assert resolve(agent, fresh)[1].owner == "key:fresh"
 
 
-def test_the_cache_can_be_turned_off(world, clock, reads, settings):
+def test_the_cache_can_be_turned_off(keyed_agent, clock, reads, settings):
     settings.A2A_AUTH_CACHE_SECONDS = 0
-    agent, _, secret = world
+    agent, _, secret = keyed_agent
     resolve(agent, secret)
     resolve(agent, secret)
     assert reads == {"agent": 2, "key": 2}
 
 
-def test_last_used_at_is_written_at_most_once_a_minute(world, clock, settings, monkeypatch):
-    agent, key, secret = world
+def test_last_used_at_is_written_at_most_once_a_minute(keyed_agent, clock, settings, monkeypatch):
+    agent, key, secret = keyed_agent
     start = timezone.now()
     now = [start]
     monkeypatch.setattr(timezone, "now", lambda: now[0])

@@ -22,10 +22,10 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 
+from a2a_platform.versions import V0_1
 from agents.auth import Principal
 from agents.cards import agent_base_url, agent_card_build
-from tasks_app.dialect_v01 import (
-    V01_METHODS,
+from bindings.codecs.v01 import (
     v01_card_json,
     v01_message_json,
     v01_part,
@@ -36,6 +36,7 @@ from tasks_app.dialect_v01 import (
     v01_task_id,
     v01_task_json,
 )
+from bindings.jsonrpc import METHODS
 from tasks_app.errors import (
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -581,7 +582,7 @@ def no_runs(monkeypatch):
 
 
 def call(agent, principal, method, params):
-    return asyncio.run(V01_METHODS[method](Caller(agent=agent, principal=principal), params))
+    return asyncio.run(METHODS[V0_1][method](Caller(agent=agent, principal=principal), params))
 
 
 @pytest.mark.django_db(transaction=True)

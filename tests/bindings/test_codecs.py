@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from a2a.types import TaskState
 
-from tasks_app.dialects import dialect_of, v03_list_request, v03_request, v10_params
+from bindings.callers import dialect_of
+from bindings.codecs.v03 import v03_list_request, v03_request
+from bindings.codecs.v10 import v10_params
 from tasks_app.errors import InvalidParamsError, VersionNotSupportedError
 
 

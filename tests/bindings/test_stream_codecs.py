@@ -17,9 +17,8 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from tasks_app import dialects
-from tasks_app.dialect_v01 import v01_stream_events
-from tasks_app.jsonrpc import _v03_renderer
+from bindings.codecs import v03
+from bindings.codecs.v01 import v01_stream_events
 from tasks_app.streams import StreamItem
 
 TASK_ID, CONTEXT_ID = str(uuid.uuid4()), "ctx"
@@ -51,7 +50,7 @@ def item(response: StreamResponse, final: bool, seq: int = 1) -> StreamItem:
 
 
 def test_v03_a_stream_that_ends_on_a_task_gets_a_final_status_update():
-    render = _v03_renderer()
+    render = v03.stream_renderer("json")
     events = render(item(task(TaskState.TASK_STATE_COMPLETED), final=True))
     assert [e["kind"] for e in events] == ["task", "status-update"]
     assert events[1]["final"] is True and events[1]["status"]["state"] == "completed"
@@ -59,7 +58,7 @@ def test_v03_a_stream_that_ends_on_a_task_gets_a_final_status_update():
 
 
 def test_v03_an_opening_task_then_updates_render_one_to_one():
-    render = _v03_renderer()
+    render = v03.stream_renderer("json")
     (opening,) = render(item(task(TaskState.TASK_STATE_SUBMITTED), final=False))
     assert opening["kind"] == "task" and opening["status"]["state"] == "submitted"
     (working,) = render(item(status(TaskState.TASK_STATE_WORKING), final=False, seq=2))
@@ -69,7 +68,7 @@ def test_v03_an_opening_task_then_updates_render_one_to_one():
 
 
 def test_v03_a_message_after_the_task_completes_it_in_a_final_status_update():
-    render = _v03_renderer()
+    render = v03.stream_renderer("json")
     render(item(task(TaskState.TASK_STATE_SUBMITTED), final=False))
     (last,) = render(item(reply(), final=True, seq=2))
     assert last["kind"] == "status-update" and last["final"] is True
@@ -79,18 +78,18 @@ def test_v03_a_message_after_the_task_completes_it_in_a_final_status_update():
 
 
 def test_v03_a_stream_that_is_one_message_stays_one_message():
-    (only,) = _v03_renderer()(item(reply(), final=True))
+    (only,) = v03.stream_renderer("json")(item(reply(), final=True))
     assert only["kind"] == "message" and only["parts"][0]["text"] == "hi"
 
 
 def test_v03_renderers_keep_no_state_between_streams():
-    first, second = _v03_renderer(), _v03_renderer()
+    first, second = v03.stream_renderer("json"), v03.stream_renderer("json")
     first(item(task(TaskState.TASK_STATE_SUBMITTED), final=False))
     assert second(item(reply(), final=True))[0]["kind"] == "message"
 
 
 def test_v03_grpc_and_rest_forms_carry_final_too():
-    events = dialects.V03StreamEvents()
+    events = v03.V03StreamEvents()
     pb = [
         proto_utils.ToProto.stream_response(e)
         for e in events(task(TaskState.TASK_STATE_FAILED), final=True)

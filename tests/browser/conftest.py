@@ -1,8 +1,10 @@
-"""Fixtures for the real-browser tests: Debian's Chromium (/usr/bin/chromium, installed by
-`make test` when it can) driven by Playwright's sync API, against the live platform.
+"""Fixtures for the real-browser tests: Debian's Chromium ($A2A_CHROMIUM_BIN, by default
+/usr/bin/chromium, installed by `make test` when it can) driven by Playwright's sync API, against
+the live platform.
 
 Chromium never comes from a downloader (`playwright install`): the PyPI package is used for its
-driver only. Without the browser or the package these tests skip and say what is missing.
+driver only. Without the browser or the package these tests skip and say what is missing on a
+developer's machine; in CI (CI=true) they fail (tests/conftest.py `require`).
 
 Playwright's sync API keeps an asyncio loop running on this thread (its dispatcher greenlet)
 for as long as it is started, so Django sees every ORM call of the test body as made "from an
@@ -26,7 +28,8 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
+# scripts/services.sh exports the path it checked (and installed when it could).
+CHROMIUM = Path(os.environ.get("A2A_CHROMIUM_BIN", "").strip() or "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -55,7 +58,7 @@ def _why_no_browser() -> str | None:
         return (
             f"browser tests need Debian's Chromium at {CHROMIUM}, which is missing: run "
             "`make test` as root (it installs it) or `apt-get install --no-install-recommends "
-            "chromium` (never `playwright install`)"
+            "chromium` (never `playwright install`), or set A2A_CHROMIUM_BIN to its path"
         )
     if not os.access(CHROMIUM, os.X_OK):
         return f"browser tests need {CHROMIUM} to be executable; it is not (check its mode)"
@@ -85,7 +88,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture(scope="package")
 def browser(request: pytest.FixtureRequest) -> Iterator[Browser]:
-    """Headless Chromium for the tests of this package; they skip when it cannot start."""
+    """Headless Chromium for the tests of this package; without it they skip (fail in CI)."""
     reason = _why_no_browser()
     require(not reason, reason or "")
     # The live platform copies this process's environment when it starts: start it before the

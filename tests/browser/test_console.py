@@ -12,7 +12,6 @@ Each main page is saved as a screenshot (see conftest.py for where).
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from console.models import JobFailure
 from push_app.models import Delivery
 from tasks_app.models import TERMINAL_STATES
 
+from ..e2e.helpers import Target, message, mid, result_of, rpc, rpc_send, wait_until
 from ..e2e.webhook import Receiver, answer
 
 try:
@@ -54,34 +54,6 @@ def log_in(page: Page, base: str, username: str) -> None:
     expect(page).to_have_url(f"{base}/console/")
 
 
-def rpc(http: httpx.Client, url: str, key: str, method: str, params: dict[str, Any]) -> Any:
-    """One A2A 1.0 JSON-RPC call; its result."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    response = http.post(url, json=body, headers={"X-API-Key": key, "A2A-Version": "1.0"})
-    assert response.status_code == 200, response.text
-    answer = response.json()
-    assert "result" in answer, answer
-    return answer["result"]
-
-
-def message(text: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-        **fields,
-    }
-
-
-def wait_until(condition: Callable[[], Any], *, what: str, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-    return value
-
-
 @pytest.fixture
 def receivers(tmp_path: Path) -> Iterator[Callable[..., Receiver]]:
     made: list[Receiver] = []
@@ -102,16 +74,16 @@ def push_deliveries(
     """A task of `agent` (an echo agent asking for input) with two push configs, one on a
     receiver that accepts (delivered) and one on a receiver that answers 410 (dead), run to
     the end with every delivery settled; the task id."""
-    url = live_platform.agent_url(agent)
+    target = Target(live_platform.agent_url(agent), key, agent)
     accepting, gone = receivers(), receivers(default=answer(410))
     with httpx.Client(timeout=60) as http:
-        task = rpc(http, url, key, "SendMessage", {"message": message("first")})["task"]
+        task = rpc_send(http, target, "first")["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
         for config_id, receiver in (("accepting", accepting), ("gone", gone)):
             params = {"taskId": task["id"], "id": config_id, "url": receiver.url + "/hook"}
-            rpc(http, url, key, "CreateTaskPushNotificationConfig", params)
+            result_of(rpc(http, target, "CreateTaskPushNotificationConfig", params))
         follow_up = message("second", taskId=task["id"], contextId=task["contextId"])
-        done = rpc(http, url, key, "SendMessage", {"message": follow_up})["task"]
+        done = result_of(rpc(http, target, "SendMessage", {"message": follow_up}))["task"]
         assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
 
     def settled() -> bool:
@@ -240,11 +212,11 @@ def test_operator_journey(
 
     # and a conformance agent with mixed outcomes, so the lists and charts show more than one
     tck = make_agent(tenant, "tck", kind="conformance", config={"step_seconds": 0.05})
-    tck_key = make_key(tenant, "tck")
+    tck_target = Target(live_platform.agent_url(tck), make_key(tenant, "tck"), tck)
     with httpx.Client(timeout=60) as http:
         for prefix in ("done", "tck-reject-task", "tck-input-required", "done", "done"):
-            ask = message("scenario", messageId=f"{prefix}-{uuid.uuid4()}")
-            rpc(http, live_platform.agent_url(tck), tck_key, "SendMessage", {"message": ask})
+            ask = message("scenario", messageId=mid(prefix))
+            result_of(rpc(http, tck_target, "SendMessage", {"message": ask}))
 
     # the task list has both tasks
     page.goto(f"{base}/console/tasks/")
@@ -308,13 +280,8 @@ def test_a_member_of_another_tenant_gets_the_404_page(
     a, b = make_tenant(), make_tenant()
     secret_agent = make_agent(a, "secret-agent")
     with httpx.Client(timeout=60) as http:
-        task = rpc(
-            http,
-            live_platform.agent_url(secret_agent),
-            make_key(a),
-            "SendMessage",
-            {"message": message("for A only")},
-        )["task"]
+        target = Target(live_platform.agent_url(secret_agent), make_key(a), secret_agent)
+        task = rpc_send(http, target, "for A only")["task"]
     make_agent(b, "own")
     member = django_user_model.objects.create_user("member-b", password=PASSWORD)
     Membership.objects.create(user=member, tenant=b, role="member")

@@ -17,14 +17,12 @@ import pytest
 from agents.models import Agent, Membership
 from tasks_app.models import Task
 
+from ..e2e.helpers import Target, rpc_send, wait_until
 from .test_console import (
     PASSWORD,
     Shot,
     expect,  # None without playwright: conftest's require() says so
     log_in,
-    message,
-    rpc,
-    wait_until,
 )
 
 if TYPE_CHECKING:
@@ -72,15 +70,12 @@ def test_an_owner_replies_cancels_edits_disables_deletes_and_invites(
     slow = make_agent(tenant, "slow", config={"delay_seconds": 60})
     key = make_key(tenant)
     with httpx.Client(timeout=60) as http:
-        asked = rpc(
-            http, live_platform.agent_url(asker), key, "SendMessage", {"message": message("first")}
-        )
-        running = rpc(
+        asked = rpc_send(http, Target(live_platform.agent_url(asker), key, asker), "first")
+        running = rpc_send(
             http,
-            live_platform.agent_url(slow),
-            key,
-            "SendMessage",
-            {"message": message("take your time"), "configuration": {"returnImmediately": True}},
+            Target(live_platform.agent_url(slow), key, slow),
+            "take your time",
+            returnImmediately=True,
         )
     asked, running = asked["task"], running["task"]
     assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked

@@ -17,12 +17,6 @@ from typing import Any
 
 import pytest
 from a2a.types import (
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
-    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -33,7 +27,6 @@ from django.utils import timezone
 
 from a2a_platform.celery import app
 from a2a_platform.queues import queue_depths
-from agents.auth import Principal
 from console import charts
 from console.models import JobFailure
 from console.signals import job_failure_record
@@ -41,26 +34,11 @@ from push_app.delivery import deliveries_run
 from push_app.models import Delivery, DeliveryAttempt, PushConfig
 from push_app.tasks import push_deliver_task
 from tasks_app.models import Task
-from tasks_app.services import message_send, task_event_record
+from tasks_app.services import task_event_record
 from tests.conftest import require
-
-CALLER = Principal(owner="key:console-tests")
-
+from tests.factories import task_create
 
 # --- data ----------------------------------------------------------------------------------
-
-
-def send(agent: Any, push_url: str = "") -> Task:
-    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="hi")])
-    request = SendMessageRequest(message=message)
-    if push_url:
-        request.configuration.CopyFrom(
-            SendMessageConfiguration(
-                task_push_notification_config=TaskPushNotificationConfig(url=push_url)
-            )
-        )
-    outcome = message_send(agent=agent, principal=CALLER, request=request)
-    return Task.objects.get(pk=outcome.task_id)
 
 
 def working(task: Task) -> None:
@@ -103,7 +81,7 @@ def receiver(settings) -> Iterator[ThreadingHTTPServer]:
 
 def dead_delivery(agent: Any, receiver: ThreadingHTTPServer) -> Delivery:
     """A delivery really POSTed to the receiver, refused, and so dead-lettered."""
-    task = send(agent, push_url=f"http://127.0.0.1:{receiver.server_address[1]}/hook")
+    task = task_create(agent, push_url=f"http://127.0.0.1:{receiver.server_address[1]}/hook")
     working(task)
     config = PushConfig.objects.get(task=task)
     deliveries_run(config_pk=config.pk)
@@ -116,7 +94,7 @@ def dead_delivery(agent: Any, receiver: ThreadingHTTPServer) -> Delivery:
 def deliveries(world, receiver) -> dict[str, Delivery]:
     """A's dead delivery, A's pending one, and B's dead one."""
     dead_a = dead_delivery(world["agent_a"], receiver)
-    pending_task = send(world["agent_a"], push_url="http://127.0.0.1:9/later")
+    pending_task = task_create(world["agent_a"], push_url="http://127.0.0.1:9/later")
     working(pending_task)
     pending_a = Delivery.objects.get(config__task=pending_task)
     dead_b = dead_delivery(world["agent_b"], receiver)
@@ -439,13 +417,13 @@ def known_tasks(world) -> datetime:
     hour = anchor.replace(minute=30, second=0, microsecond=0)  # mid-bucket, whatever `now` is
     states = ["TASK_STATE_COMPLETED"] * 6 + ["TASK_STATE_FAILED", "TASK_STATE_REJECTED"]
     for seconds, state in zip(range(1, 9), states, strict=True):
-        finished_at(send(world["agent_a"]), end=hour, seconds=seconds, state=state)
+        finished_at(task_create(world["agent_a"]), end=hour, seconds=seconds, state=state)
     for _ in range(2):
-        Task.objects.filter(pk=send(world["agent_a"]).pk).update(
+        Task.objects.filter(pk=task_create(world["agent_a"]).pk).update(
             state="TASK_STATE_WORKING", created_at=hour, status_timestamp=hour
         )
     for _ in range(3):
-        finished_at(send(world["agent_b"]), end=hour, seconds=100, state="TASK_STATE_FAILED")
+        finished_at(task_create(world["agent_b"]), end=hour, seconds=100, state="TASK_STATE_FAILED")
     return hour
 
 
@@ -503,7 +481,9 @@ def test_charts_read_at_most_a_sample_of_durations_per_bucket(client, world, mon
     monkeypatch.setattr(views_ops, "MIN_DURATIONS_PER_BUCKET", 3)
     hour = (timezone.now() - timedelta(hours=2)).replace(minute=30, second=0, microsecond=0)
     for seconds in range(1, 6):
-        finished_at(send(world["agent_a"]), end=hour, seconds=seconds, state="TASK_STATE_COMPLETED")
+        finished_at(
+            task_create(world["agent_a"]), end=hour, seconds=seconds, state="TASK_STATE_COMPLETED"
+        )
     client.force_login(world["owner_a"])
     body = page(client, reverse("console:charts"))
     alpha = f"{world['a'].slug}/alpha"

@@ -18,9 +18,6 @@ import pytest
 from a2a.types import (
     Artifact,
     Message,
-    Part,
-    Role,
-    SendMessageRequest,
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
@@ -34,40 +31,13 @@ from google.protobuf.json_format import ParseDict
 from agents.auth import Principal
 from agents.models import Membership
 from tasks_app.models import Task, TaskEvent
-from tasks_app.services import message_send, task_claim, task_event_record
+from tasks_app.services import task_claim, task_event_record
+from tests.factories import task_create
 
 TASK_ROW = re.compile(r'<tr data-task-id="([0-9a-f-]{36})">')
 
 
 # --- data ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def world(db, make_tenant, make_agent, django_user_model):
-    """Tenants A and B with an agent each; a member of A, a member of B, an operator."""
-    a, b = make_tenant(), make_tenant()
-    alpha, beta = make_agent(a, "alpha"), make_agent(b, "beta")
-    users = {}
-    for name, tenant in (("member_a", a), ("member_b", b)):
-        users[name] = django_user_model.objects.create_user(name, password="pw")
-        Membership.objects.create(user=users[name], tenant=tenant, role="member")
-    users["operator"] = django_user_model.objects.create_user(
-        "operator", password="pw", is_staff=True
-    )
-    return {"a": a, "b": b, "alpha": alpha, "beta": beta, **users}
-
-
-def send(agent, text="hi", owner="key:alice", context_id="") -> Task:
-    message = Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.ROLE_USER,
-        parts=[Part(text=text)],
-        context_id=context_id,
-    )
-    outcome = message_send(
-        agent=agent, principal=Principal(owner=owner), request=SendMessageRequest(message=message)
-    )
-    return Task.objects.get(pk=outcome.task_id)
 
 
 def agent_message(parts: list[dict]) -> Message:
@@ -120,7 +90,7 @@ def problems(body: str) -> list[str]:
 
 
 def test_pages_need_a_login(client, world):
-    task = send(world["alpha"])
+    task = task_create(world["agent_a"])
     for url in (reverse("console:tasks"), task_url(task), task_url(task, "console:task-events")):
         response = client.get(url)
         assert response.status_code == 302, url
@@ -129,7 +99,7 @@ def test_pages_need_a_login(client, world):
 
 
 def test_list_shows_only_the_tasks_of_the_users_tenants(client, world):
-    task_a, task_b = send(world["alpha"]), send(world["beta"])
+    task_a, task_b = task_create(world["agent_a"]), task_create(world["agent_b"])
 
     client.force_login(world["member_a"])
     assert listed(client) == [str(task_a.pk)]
@@ -140,7 +110,7 @@ def test_list_shows_only_the_tasks_of_the_users_tenants(client, world):
 
 
 def test_a_member_cannot_filter_into_another_tenant(client, world):
-    send(world["beta"])
+    task_create(world["agent_b"])
     client.force_login(world["member_a"])
     response = client.get(reverse("console:tasks"), {"agent": f"{world['b'].slug}/beta"})
     body = response.content.decode()
@@ -153,7 +123,9 @@ def test_a_member_cannot_filter_into_another_tenant(client, world):
 
 
 def test_rows_show_the_task_columns(client, world):
-    task = send(world["alpha"], owner="key:carol", context_id="ctx-42")
+    task = task_create(
+        world["agent_a"], principal=Principal(owner="key:carol"), context_id="ctx-42"
+    )
     client.force_login(world["member_a"])
     body = client.get(reverse("console:tasks")).content.decode()
     row = re.search(rf'<tr data-task-id="{task.pk}">(.*?)</tr>', body, re.S).group(1)
@@ -169,7 +141,11 @@ def test_rows_show_the_task_columns(client, world):
 
 def test_filter_by_agent(client, world, make_agent):
     gamma = make_agent(world["a"], "gamma")
-    on_alpha, on_gamma, on_beta = send(world["alpha"]), send(gamma), send(world["beta"])
+    on_alpha, on_gamma, on_beta = (
+        task_create(world["agent_a"]),
+        task_create(gamma),
+        task_create(world["agent_b"]),
+    )
     client.force_login(world["operator"])
     assert listed(client, agent=f"{world['a'].slug}/gamma") == [str(on_gamma.pk)]
     assert listed(client, agent=f"{world['a'].slug}/alpha") == [str(on_alpha.pk)]
@@ -177,7 +153,7 @@ def test_filter_by_agent(client, world, make_agent):
 
 
 def test_filter_by_state(client, world):
-    submitted, done = send(world["alpha"]), send(world["alpha"])
+    submitted, done = task_create(world["agent_a"]), task_create(world["agent_a"])
     complete(done)
     client.force_login(world["member_a"])
     assert listed(client, state="TASK_STATE_COMPLETED") == [str(done.pk)]
@@ -186,15 +162,15 @@ def test_filter_by_state(client, world):
 
 
 def test_filter_by_context(client, world):
-    first = send(world["alpha"], context_id="ctx-one")
-    send(world["alpha"], context_id="ctx-two")
-    send(world["alpha"], context_id="ctx-one-and-more")  # exact match only
+    first = task_create(world["agent_a"], context_id="ctx-one")
+    task_create(world["agent_a"], context_id="ctx-two")
+    task_create(world["agent_a"], context_id="ctx-one-and-more")  # exact match only
     client.force_login(world["member_a"])
     assert listed(client, context="ctx-one") == [str(first.pk)]
 
 
 def test_filter_by_time(client, world):
-    tasks = [send(world["alpha"]) for _ in range(3)]
+    tasks = [task_create(world["agent_a"]) for _ in range(3)]
     for day, task in enumerate(tasks, start=1):
         at(task, datetime(2024, 1, day, 10, 0, tzinfo=UTC))
     one, two, three = (str(t.pk) for t in tasks)
@@ -207,10 +183,10 @@ def test_filter_by_time(client, world):
 
 def test_counts_by_state_follow_the_agent_filter(client, world, make_agent):
     gamma = make_agent(world["a"], "gamma")
-    complete(send(world["alpha"]))
-    send(world["alpha"])
-    send(world["alpha"])
-    send(gamma)
+    complete(task_create(world["agent_a"]))
+    task_create(world["agent_a"])
+    task_create(world["agent_a"])
+    task_create(gamma)
     client.force_login(world["member_a"])
 
     def counts(**query) -> dict[str, int]:
@@ -279,7 +255,7 @@ def test_counts_by_state_follow_the_agent_filter(client, world, make_agent):
     ],
 )
 def test_bad_filter_values_are_explained_on_the_page(client, world, query, expected):
-    send(world["alpha"])
+    task_create(world["agent_a"])
     client.force_login(world["member_a"])
     response = client.get(reverse("console:tasks"), query)
     assert response.status_code == 200
@@ -292,8 +268,8 @@ def test_bad_filter_values_are_explained_on_the_page(client, world, query, expec
 
 
 def test_pages_walk_every_task_once_newest_first(client, world):
-    tasks = [send(world["alpha"], context_id="paged") for _ in range(107)]
-    send(world["beta"], context_id="paged")  # another tenant's: never on any page
+    tasks = [task_create(world["agent_a"], context_id="paged") for _ in range(107)]
+    task_create(world["agent_b"], context_id="paged")  # another tenant's: never on any page
     base = datetime(2024, 6, 1, tzinfo=UTC)
     for n, task in enumerate(tasks):
         # Runs of equal timestamps, some straddling page boundaries: the id breaks the ties.
@@ -320,7 +296,7 @@ def test_pages_walk_every_task_once_newest_first(client, world):
 
 def test_a_full_last_page_has_no_next_link(client, world):
     for _ in range(50):
-        send(world["alpha"])
+        task_create(world["agent_a"])
     client.force_login(world["member_a"])
     body = client.get(reverse("console:tasks")).content.decode()
     assert len(TASK_ROW.findall(body)) == 50 and 'id="next-page"' not in body
@@ -336,7 +312,7 @@ def rich_task(world):
     The test plays the agent: the run is claimed in the same transaction as the send, so a
     live worker that receives the queued job (in transactional tests) finds nothing to do."""
     with transaction.atomic():
-        task = send(world["alpha"], text="<script>alert('user')</script>")
+        task = task_create(world["agent_a"], text="<script>alert('user')</script>")
         assert task_claim(task_id=task.pk, job_id=task.job_id) == "claimed"
     Task.objects.filter(pk=task.pk).update(metadata={"ticket": "T-9"})
     set_status(task, TaskState.TASK_STATE_WORKING, [{"text": "thinking <b>hard</b>"}])
@@ -421,14 +397,14 @@ def test_task_page_shows_status_history_artifacts_and_timeline(client, world, ri
 
 
 def test_task_page_shows_the_token_usage_a_model_agent_reported(client, world):
-    task = send(world["alpha"])
+    task = task_create(world["agent_a"])
     event = TaskStatusUpdateEvent(
         task_id=str(task.pk), status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)
     )
     usage = {"model": "m-1", "promptTokens": 12, "completionTokens": 30, "totalTokens": 42}
     event.metadata.update({"usage": usage})
     assert task_event_record(task_id=task.pk, event=event)
-    plain = send(world["alpha"])
+    plain = task_create(world["agent_a"])
     client.force_login(world["member_a"])
 
     body = client.get(task_url(task)).content.decode()
@@ -439,7 +415,7 @@ def test_task_page_shows_the_token_usage_a_model_agent_reported(client, world):
 
 
 def test_another_tenants_task_and_its_events_are_404(client, world):
-    task = send(world["alpha"])
+    task = task_create(world["agent_a"])
     client.force_login(world["member_b"])
     assert client.get(task_url(task)).status_code == 404
     assert client.get(task_url(task, "console:task-events")).status_code == 404

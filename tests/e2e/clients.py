@@ -3,7 +3,6 @@ JSON-RPC, HTTP+JSON and gRPC."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,7 +14,6 @@ from a2a.client import A2ACardResolver, Client, ClientCallContext, ClientConfig,
 from a2a.client.interceptors import AfterArgs, BeforeArgs, ClientCallInterceptor
 from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest, StreamResponse
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
-from prometheus_client.parser import text_string_to_metric_families
 
 AGENT_METADATA = "a2a-agent"
 
@@ -126,24 +124,3 @@ HTTP_JSON = "HTTP+JSON"
 GRPC = "GRPC"
 V1_0 = PROTOCOL_VERSION_1_0
 V0_3 = PROTOCOL_VERSION_0_3
-
-
-def raw_send(text: str, *, return_immediately: bool = False, request_id: int = 1) -> dict[str, Any]:
-    """A v1.0 SendMessage JSON-RPC request, for tests that speak raw HTTP."""
-    params: dict[str, Any] = {
-        "message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
-    }
-    if return_immediately:
-        params["configuration"] = {"returnImmediately": True}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "SendMessage", "params": params}
-
-
-def doorbell_waiters(live_platform) -> float:
-    """How many waits on a task's doorbell the platform's daphne has open now."""
-    text = httpx.get(f"{live_platform.url}/metrics", timeout=30).text
-    return next(
-        s.value
-        for f in text_string_to_metric_families(text)
-        for s in f.samples
-        if s.name == "a2a_doorbell_waiters"
-    )

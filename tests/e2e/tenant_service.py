@@ -11,15 +11,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import ROOT, stop_process
+from tests.conftest import ROOT, _free_port, stop_process
 
 EXAMPLE = ROOT / "examples" / "webhook_receiver.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

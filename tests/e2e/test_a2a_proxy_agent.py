@@ -38,7 +38,7 @@ from tasks_app.models import ExecutorState, TaskEvent
 from tasks_app.models import Task as TaskRow
 
 from .clients import GRPC, HTTP_JSON, JSONRPC, sdk_client, send, user_message
-from .test_push import bodies, pushed_events, settled, wait_until
+from .helpers import bodies, mid, pushed_events, settled, wait_until
 from .webhook import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -48,10 +48,6 @@ COMPLETED = TaskState.TASK_STATE_COMPLETED
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
 CANCELED = TaskState.TASK_STATE_CANCELED
 FAILED = TaskState.TASK_STATE_FAILED
-
-
-def mid() -> str:
-    return f"m-{uuid.uuid4()}"
 
 
 def text_of(message: Any) -> str:

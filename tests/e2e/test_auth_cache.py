@@ -23,7 +23,7 @@ from django.urls import reverse
 from agents.models import Agent, ApiKey, Membership, Tenant
 from agents.services import api_key_create
 
-from .clients import raw_send
+from .helpers import raw_send
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

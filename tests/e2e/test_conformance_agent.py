@@ -18,6 +18,7 @@ from tasks_app.models import Task as TaskRow
 from tasks_app.models import TaskEvent
 
 from .clients import V0_3, V1_0, sdk_client, send, user_message
+from .helpers import mid
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -71,10 +72,6 @@ def conf(live_platform, make_tenant, make_agent, make_key, version, caller) -> C
 @pytest.fixture
 def slow_conf(live_platform, make_tenant, make_agent, make_key, version, caller) -> Conf:
     return _conf(live_platform, make_tenant, make_agent, make_key, version, caller, SLOW_CONFIG)
-
-
-def mid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4()}"
 
 
 def ask(

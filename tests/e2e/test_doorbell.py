@@ -14,7 +14,7 @@ from channels.layers import get_channel_layer
 
 from tasks_app.doorbell import TASKS_GROUP, Doorbell, Subscription, hearing_every_ring
 
-from .clients import doorbell_waiters, raw_send
+from .helpers import doorbell_waiters, raw_send
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -86,6 +86,7 @@ from .clients import (
     send,
     user_message,
 )
+from .helpers import mid
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -161,10 +162,6 @@ RPC_METHODS = {
         "card": "agent/getAuthenticatedExtendedCard",
     },
 }
-
-
-def mid() -> str:
-    return f"m-{uuid.uuid4()}"
 
 
 def texts(artifacts: Any) -> list[str]:

@@ -10,10 +10,8 @@ JSON-RPC and gRPC alike, draining on SIGTERM, and TLS.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import signal
-import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -39,8 +37,8 @@ from grpc_status import rpc_status
 
 from tasks_app.models import Task
 
-from ..conftest import require, start_grpc, stop_process
-from .clients import raw_send
+from ..conftest import _free_port, require, start_grpc, stop_process
+from .helpers import Target, raw_send, result_of, rpc, rpc_stream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -58,14 +56,12 @@ V03_COMPLETED = pb03.TaskState.TASK_STATE_COMPLETED
 # --- helpers ----------------------------------------------------------------------------------
 
 
-@dataclass
-class Deployed:
-    """An agent on the platform: its gRPC tenant value, JSON-RPC URL, a key of its tenant."""
+class Deployed(Target):
+    """An agent on the platform: its JSON-RPC URL, a key of its tenant, its gRPC tenant value."""
 
-    path: str  # <tenant-slug>/<agent-slug>
-    url: str
-    key: str
-    agent: Any
+    @property
+    def path(self) -> str:
+        return self.tenant_value  # <tenant-slug>/<agent-slug>
 
 
 @dataclass(frozen=True)
@@ -73,12 +69,6 @@ class Failure:
     code: grpc.StatusCode
     message: str
     reason: str
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def md(
@@ -198,34 +188,14 @@ def state_of(response: pb10.StreamResponse) -> int:
     return response.status_update.status.state
 
 
-def rpc(http: httpx.Client, target: Deployed, method: str, params: dict[str, Any]) -> Any:
-    """A v1.0 JSON-RPC call; its result."""
-    response = http.post(
-        target.url,
-        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
-        headers={"X-API-Key": target.key, "A2A-Version": "1.0"},
-    )
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert "error" not in body, body
-    return body["result"]
-
-
-def rpc_stream(
+def jsonrpc_events(
     http: httpx.Client, target: Deployed, method: str, params: dict[str, Any]
 ) -> list[pb10.StreamResponse]:
-    """A v1.0 JSON-RPC streaming call's events (raw SSE)."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    headers = {"X-API-Key": target.key, "A2A-Version": "1.0"}
+    """A v1.0 JSON-RPC streaming call's events (raw SSE), as protos."""
     events = []
-    with http.stream("POST", target.url, json=body, headers=headers) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream"), response.headers
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                answer = json.loads(line[6:])
-                assert "error" not in answer, answer
-                events.append(ParseDict(answer["result"], pb10.StreamResponse()))
+    for answer in rpc_stream(http, target, method, params):
+        assert "error" not in answer, answer
+        events.append(ParseDict(answer["result"], pb10.StreamResponse()))
     return events
 
 
@@ -258,7 +228,6 @@ def deploy(live_platform, make_tenant, make_agent, make_key) -> Callable[..., De
         tenant = tenant or make_tenant()
         agent = make_agent(tenant, slug, config=config, push_notifications=push_notifications)
         return Deployed(
-            path=f"{tenant.slug}/{agent.slug}",
             url=live_platform.agent_url(agent),
             key=make_key(tenant, f"alice-{slug}"),
             agent=agent,
@@ -274,7 +243,7 @@ def sidecar(live_platform: Any, tmp_path: Path) -> Iterator[Callable[..., tuple[
     started: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:
-        address = f"127.0.0.1:{free_port()}"
+        address = f"127.0.0.1:{_free_port()}"
         proc = start_grpc(address, {**live_platform.env, **env}, tmp_path / f"{name}.log")
         started.append(proc)
         return proc, address
@@ -843,7 +812,7 @@ def test_a_task_created_over_jsonrpc_is_read_and_streamed_over_grpc(v10, v03, de
     over_grpc = v10.GetTask(
         pb10.GetTaskRequest(tenant=echo.path, id=task_id), metadata=md(echo.key)
     )
-    over_jsonrpc = rpc(http, echo, "GetTask", {"id": task_id})
+    over_jsonrpc = result_of(rpc(http, echo, "GetTask", {"id": task_id}))
     assert MessageToDict(over_grpc) == over_jsonrpc
     over_v03 = v03.GetTask(pb03.GetTaskRequest(name=f"tasks/{task_id}"), metadata=md(echo.key))
     assert over_v03.id == task_id and over_v03.status.state == V03_COMPLETED
@@ -856,13 +825,13 @@ def test_a_task_created_over_grpc_is_read_and_streamed_over_jsonrpc(v10, deploy,
         v10, "from grpc", tenant=echo.path, metadata=md(echo.key), return_immediately=True
     )
     assert task.status.state != COMPLETED
-    events = rpc_stream(http, echo, "SubscribeToTask", {"id": task.id})
+    events = jsonrpc_events(http, echo, "SubscribeToTask", {"id": task.id})
     kinds = [payload(e) for e in events]
     assert kinds[0] == "task" and events[0].task.id == task.id, kinds
     assert kinds[-1] == "status_update" and state_of(events[-1]) == COMPLETED, events[-1]
     streamed = [e.artifact_update.artifact for e in events if payload(e) == "artifact_update"]
     assert texts([*events[0].task.artifacts, *streamed]) == ["from grpc"]
-    over_jsonrpc = rpc(http, echo, "GetTask", {"id": task.id})
+    over_jsonrpc = result_of(rpc(http, echo, "GetTask", {"id": task.id}))
     over_grpc = v10.GetTask(
         pb10.GetTaskRequest(tenant=echo.path, id=task.id), metadata=md(echo.key)
     )

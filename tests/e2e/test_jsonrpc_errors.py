@@ -14,7 +14,7 @@ import pytest
 
 from agents.services import api_key_create
 
-from .conftest import Target
+from .helpers import Target, error_of, mid, result_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -72,17 +72,9 @@ BOTH = pytest.mark.parametrize("d", [V10, V03], ids=lambda d: d.label)
 ALL = pytest.mark.parametrize("d", [V10, V10_QUERY, V03, V03_HEADER], ids=lambda d: d.label)
 
 
-def mid() -> str:
-    return f"m-{uuid.uuid4()}"
-
-
 @pytest.fixture
-def echo(live_platform, make_tenant, make_agent, make_key) -> Target:
-    tenant = make_tenant()
-    agent = make_agent(
-        tenant, "echo", default_input_modes=["text/plain"], default_output_modes=["text/plain"]
-    )
-    return Target(live_platform.agent_url(agent), make_key(tenant, "alice"), agent)
+def echo(make_target) -> Target:
+    return make_target(default_input_modes=["text/plain"], default_output_modes=["text/plain"])
 
 
 def post(
@@ -117,27 +109,6 @@ def call(
     return post(http, d.url(t.url), body, {**d.headers, **auth})
 
 
-def rpc_error(
-    response: httpx.Response, code: int, *fragments: str, request_id: Any = 1, status: int = 200
-) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["jsonrpc"] == "2.0" and body["id"] == request_id, body
-    assert "result" not in body, body
-    assert body["error"]["code"] == code, body
-    for fragment in fragments:
-        assert fragment in body["error"]["message"], body
-    return body["error"]
-
-
-def rpc_result(response: httpx.Response, request_id: Any = 1) -> Any:
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["jsonrpc"] == "2.0" and body["id"] == request_id, body
-    assert "error" not in body, body
-    return body["result"]
-
-
 def task_of(d: Dialect, result: dict[str, Any]) -> dict[str, Any]:
     if d.v10:
         return result["task"]
@@ -151,7 +122,7 @@ def completed_task(
     message = d.message("done")
     if message_id:
         message["messageId"] = message_id
-    task = task_of(d, rpc_result(call(http, t, d, "send", {"message": message}, key=key)))
+    task = task_of(d, result_of(call(http, t, d, "send", {"message": message}, key=key)))
     assert task["status"]["state"] == ("TASK_STATE_COMPLETED" if d.v10 else "completed"), task
     return task["id"]
 
@@ -170,7 +141,7 @@ def test_parse_errors(http, echo, d):
         (b"\xc3\x28{}", "can't decode byte 0xc3"),
     ):
         response = post(http, d.url(echo.url), raw, {**d.headers, "X-API-Key": echo.key})
-        rpc_error(response, -32700, "The body is not valid JSON", detail, request_id=None)
+        error_of(response, -32700, "The body is not valid JSON", detail, request_id=None)
 
 
 @BOTH
@@ -194,7 +165,7 @@ def test_invalid_requests(http, echo, d):
         (None, "must be a JSON object", None),
     ]
     for body, fragment, request_id in cases:
-        rpc_error(post(http, url, body, headers), -32600, fragment, request_id=request_id)
+        error_of(post(http, url, body, headers), -32600, fragment, request_id=request_id)
     response = post(http, url, [1, "x", None], headers)
     assert response.status_code == 200
     answers = response.json()
@@ -206,7 +177,7 @@ def test_invalid_requests(http, echo, d):
 
 @ALL
 def test_unknown_method(http, echo, d):
-    rpc_error(
+    error_of(
         call(http, echo, d, "tasks/frobnicate"),
         -32601,
         "'tasks/frobnicate'",
@@ -216,7 +187,7 @@ def test_unknown_method(http, echo, d):
     # A method of the other dialect: the error says which header to send.
     other = V03_METHODS["get"] if d.v10 else V10_METHODS["get"]
     other_version = "0.3" if d.v10 else "1.0"
-    rpc_error(
+    error_of(
         call(http, echo, d, other, {"id": str(uuid.uuid4())}),
         -32601,
         f"is an A2A {other_version} method",
@@ -295,7 +266,7 @@ def _invalid_params_cases(d: Dialect) -> list[tuple[str, Any, str]]:
 def test_invalid_params(http, echo, d):
     for n, (method, params, fragment) in enumerate(_invalid_params_cases(d)):
         response = call(http, echo, d, method, params, request_id=n)
-        rpc_error(response, -32602, fragment, request_id=n)
+        error_of(response, -32602, fragment, request_id=n)
 
 
 # --- -32001, -32002, -32004, -32003 -----------------------------------------------------------
@@ -304,26 +275,26 @@ def test_invalid_params(http, echo, d):
 @BOTH
 def test_task_not_found_not_cancelable_and_terminal_task(http, echo, d):
     missing = str(uuid.uuid4())
-    rpc_error(call(http, echo, d, "get", {"id": missing}), -32001, missing, "not found")
-    rpc_error(call(http, echo, d, "get", {"id": "not-a-uuid"}), -32001, "'not-a-uuid'")
-    rpc_error(call(http, echo, d, "cancel", {"id": missing}), -32001, missing)
-    rpc_error(call(http, echo, d, "send", {"message": d.message(taskId=missing)}), -32001, missing)
+    error_of(call(http, echo, d, "get", {"id": missing}), -32001, missing, "not found")
+    error_of(call(http, echo, d, "get", {"id": "not-a-uuid"}), -32001, "'not-a-uuid'")
+    error_of(call(http, echo, d, "cancel", {"id": missing}), -32001, missing)
+    error_of(call(http, echo, d, "send", {"message": d.message(taskId=missing)}), -32001, missing)
 
     task_id = completed_task(http, echo, d)
-    rpc_error(
+    error_of(
         call(http, echo, d, "cancel", {"id": task_id}),
         -32002,
         task_id,
         "only unfinished tasks can be canceled",
     )
-    rpc_error(
+    error_of(
         call(http, echo, d, "send", {"message": d.message("again", taskId=task_id)}),
         -32004,
         task_id,
         "accepts no more messages",
     )
     # The task is untouched by the refused calls.
-    got = rpc_result(call(http, echo, d, "get", {"id": task_id}))
+    got = result_of(call(http, echo, d, "get", {"id": task_id}))
     assert got["status"]["state"] == ("TASK_STATE_COMPLETED" if d.v10 else "completed")
     assert len(got["history"]) == 1
 
@@ -354,11 +325,11 @@ def test_streaming_methods_refuse_before_streaming(http, echo, d):
     # Errors come back as plain JSON-RPC responses, not as a stream.
     response = call(http, echo, d, subscribe, {"id": str(uuid.uuid4())})
     assert response.headers["content-type"].startswith("application/json")
-    rpc_error(response, -32001)
-    rpc_error(call(http, echo, d, send, {"message": {"parts": []}}), -32602)
-    done = rpc_result(call(http, echo, d, "send", {"message": d.message()}))
+    error_of(response, -32001)
+    error_of(call(http, echo, d, send, {"message": {"parts": []}}), -32602)
+    done = result_of(call(http, echo, d, "send", {"message": d.message()}))
     task_id = done["task"]["id"] if d.v10 else done["id"]
-    rpc_error(call(http, echo, d, subscribe, {"id": task_id}), -32004, "already")
+    error_of(call(http, echo, d, subscribe, {"id": task_id}), -32004, "already")
     batch = [
         {"jsonrpc": "2.0", "id": 1, "method": subscribe, "params": {"id": task_id}},
         {"jsonrpc": "2.0", "id": 2, "method": d.m("list"), "params": {}},
@@ -390,31 +361,31 @@ def _push_params(d: Dialect, task_id: str, method: str) -> dict[str, Any]:
 @BOTH
 def test_push_methods_work_and_name_their_errors(http, echo, d):
     create, get, list_, delete = PUSH[d.version]
-    done = rpc_result(call(http, echo, d, "send", {"message": d.message()}))
+    done = result_of(call(http, echo, d, "send", {"message": d.message()}))
     task_id = done["task"]["id"] if d.v10 else done["id"]
-    created = rpc_result(call(http, echo, d, create, _push_params(d, task_id, create)))
+    created = result_of(call(http, echo, d, create, _push_params(d, task_id, create)))
     assert created == (
         {"taskId": task_id, "id": "c1", "url": HOOK}
         if d.v10
         else {"taskId": task_id, "pushNotificationConfig": {"id": "c1", "url": HOOK}}
     )
-    assert rpc_result(call(http, echo, d, get, _push_params(d, task_id, get))) == created
-    listed = rpc_result(call(http, echo, d, list_, _push_params(d, task_id, list_)))
+    assert result_of(call(http, echo, d, get, _push_params(d, task_id, get))) == created
+    listed = result_of(call(http, echo, d, list_, _push_params(d, task_id, list_)))
     assert listed == ({"configs": [created]} if d.v10 else [created])
-    deleted = rpc_result(call(http, echo, d, delete, _push_params(d, task_id, delete)))
+    deleted = result_of(call(http, echo, d, delete, _push_params(d, task_id, delete)))
     assert deleted == ({} if d.v10 else None)
-    rpc_error(call(http, echo, d, get, _push_params(d, task_id, get)), -32001, "c1")
+    error_of(call(http, echo, d, get, _push_params(d, task_id, get)), -32001, "c1")
     # An unknown task, for every method.
     unknown = str(uuid.uuid4())
     for method in PUSH[d.version]:
-        rpc_error(call(http, echo, d, method, _push_params(d, unknown, method)), -32001)
+        error_of(call(http, echo, d, method, _push_params(d, unknown, method)), -32001)
     # A URL into a private network: invalid params that say why.
     params = _push_params(d, task_id, create)
     if d.v10:
         params["url"] = "http://10.0.0.1/hook"
     else:
         params["pushNotificationConfig"]["url"] = "http://10.0.0.1/hook"
-    rpc_error(call(http, echo, d, create, params), -32602, "10.0.0.1 is a private address")
+    error_of(call(http, echo, d, create, params), -32602, "10.0.0.1 is a private address")
 
 
 @BOTH
@@ -424,11 +395,11 @@ def test_push_methods_of_an_agent_without_push_are_refused(
     tenant = make_tenant()
     agent = make_agent(tenant, "quiet", push_notifications=False)
     quiet = Target(live_platform.agent_url(agent), make_key(tenant, "alice"), agent)
-    done = rpc_result(call(http, quiet, d, "send", {"message": d.message()}))
+    done = result_of(call(http, quiet, d, "send", {"message": d.message()}))
     task_id = done["task"]["id"] if d.v10 else done["id"]
     for tid in (task_id, str(uuid.uuid4())):
         for method in PUSH[d.version]:
-            rpc_error(
+            error_of(
                 call(http, quiet, d, method, _push_params(d, tid, method)),
                 -32003,
                 "push notifications",
@@ -438,7 +409,7 @@ def test_push_methods_of_an_agent_without_push_are_refused(
         if d.v10
         else {"pushNotificationConfig": {"url": HOOK}}
     )
-    rpc_error(
+    error_of(
         call(http, quiet, d, "send", {"message": d.message(), "configuration": push_config}),
         -32003,
         "push notifications",
@@ -454,7 +425,7 @@ def test_content_type_not_supported(http, echo, d):
         else {"kind": "file", "file": {"bytes": png, "mimeType": "image/png", "name": "a.png"}}
     )
     text = {"text": "look"} if d.v10 else {"kind": "text", "text": "look"}
-    rpc_error(
+    error_of(
         call(http, echo, d, "send", {"message": d.message(parts=[text, part])}),
         -32005,
         "message.parts[1]",
@@ -462,14 +433,14 @@ def test_content_type_not_supported(http, echo, d):
         "text/plain",
     )
     configuration = {"acceptedOutputModes": ["image/png"]}
-    rpc_error(
+    error_of(
         call(http, echo, d, "send", {"message": d.message(), "configuration": configuration}),
         -32005,
         "acceptedOutputModes",
         "image/png",
     )
     # Nothing was created by the refused sends.
-    listed = rpc_result(call(http, echo, d, "list", {}))
+    listed = result_of(call(http, echo, d, "list", {}))
     assert listed["totalSize"] == 0 and listed["tasks"] == []
 
 
@@ -482,21 +453,21 @@ def test_version_not_supported(http, echo):
         ("0.2", "0.2 is not supported"),
         ("9" * 5000, "is not a version"),
     ):
-        rpc_error(
+        error_of(
             post(http, echo.url, get, {**auth, "A2A-Version": version}),
             -32009,
             fragment,
             "1.0, 0.3",
             request_id="v",
         )
-        rpc_error(
+        error_of(
             post(http, f"{echo.url}?A2A-Version={version}", get, auth),
             -32009,
             fragment,
             request_id="v",
         )
     # A patch version is the same protocol version.
-    rpc_error(post(http, echo.url, get, {**auth, "A2A-Version": "1.0.7"}), -32001, request_id="v")
+    error_of(post(http, echo.url, get, {**auth, "A2A-Version": "1.0.7"}), -32001, request_id="v")
 
 
 # --- the JSON-RPC 2.0 envelope ---------------------------------------------------------------
@@ -540,9 +511,9 @@ def test_notifications_get_no_response(http, echo, d):
 @BOTH
 def test_response_id_echoes_request_id(http, echo, d):
     for request_id in ("abc-1", 42, 0, "", 10**20, None):
-        listed = rpc_result(call(http, echo, d, "list", {}, request_id=request_id), request_id)
+        listed = result_of(call(http, echo, d, "list", {}, request_id=request_id), request_id)
         assert listed["tasks"] == []
-        rpc_error(
+        error_of(
             call(http, echo, d, "get", {"id": "x"}, request_id=request_id),
             -32001,
             request_id=request_id,
@@ -720,7 +691,7 @@ def test_malformed_bodies_never_cause_a_server_error(http, echo):
             problems.append(f"{label}: expected {expected}, got {codes}: {str(answer)[:200]}")
     assert not problems, "\n".join(problems)
     # The platform still works after all that.
-    assert rpc_result(call(http, echo, V10, "list", {}))["totalSize"] == 0
+    assert result_of(call(http, echo, V10, "list", {}))["totalSize"] == 0
 
 
 def test_http_level_errors(http, echo, live_platform):
@@ -744,7 +715,10 @@ def test_http_level_errors(http, echo, live_platform):
             http, live_platform.url + path, {"jsonrpc": "2.0", "id": 1, "method": "tasks/list"}
         )
         assert response.status_code == 404
-        assert response.json()["error"] == "agent_not_found"
+        # A JSON-RPC error like every other answer of this endpoint, naming the agent.
+        error = response.json()["error"]
+        assert error["code"] == -32051 and error["data"][0]["reason"] == "AGENT_NOT_FOUND"
+        assert "is hosted for tenant" in error["message"]
 
 
 # --- authentication ---------------------------------------------------------------------------
@@ -793,7 +767,7 @@ def test_private_agent_rejects_bad_credentials(
         {"authorization": f"bearer   {echo.key}"},
         {"X-API-Key": restricted_here},
     ):
-        assert rpc_result(post(http, url, body, {**d.headers, **headers}), "auth")["tasks"] == []
+        assert result_of(post(http, url, body, {**d.headers, **headers}), "auth")["tasks"] == []
 
 
 @pytest.fixture
@@ -819,22 +793,22 @@ def test_public_shared_scope_anonymous_callers_share_tasks(http, public, d):
     target = public("shared")
     task_id = completed_task(http, target, d, key=None, message_id=f"tck-complete-task-{mid()}")
     with httpx.Client(timeout=30) as stranger:  # another anonymous caller
-        listed = rpc_result(call(stranger, target, d, "list", {}, key=None))
+        listed = result_of(call(stranger, target, d, "list", {}, key=None))
         assert [t["id"] for t in listed["tasks"]] == [task_id]
         assert (
-            rpc_result(call(stranger, target, d, "get", {"id": task_id}, key=None))["id"] == task_id
+            result_of(call(stranger, target, d, "get", {"id": task_id}, key=None))["id"] == task_id
         )
     # A key holder is not the anonymous owner.
-    assert rpc_result(call(http, target, d, "list", {}))["tasks"] == []
+    assert result_of(call(http, target, d, "list", {}))["tasks"] == []
 
 
 @BOTH
 def test_public_isolated_scope_allows_get_but_not_list(http, public, d):
     target = public("isolated")
     task_id = completed_task(http, target, d, key=None, message_id=f"tck-complete-task-{mid()}")
-    assert rpc_result(call(http, target, d, "get", {"id": task_id}, key=None))["id"] == task_id
-    rpc_error(call(http, target, d, "list", {}, key=None), -32004, "anonymous callers are isolated")
-    assert rpc_result(call(http, target, d, "list", {}))["totalSize"] == 0
+    assert result_of(call(http, target, d, "get", {"id": task_id}, key=None))["id"] == task_id
+    error_of(call(http, target, d, "list", {}, key=None), -32004, "anonymous callers are isolated")
+    assert result_of(call(http, target, d, "list", {}))["totalSize"] == 0
 
 
 @BOTH
@@ -844,7 +818,7 @@ def test_extended_card_needs_a_key(http, public, d, live_platform):
     assert response.status_code == 401
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
     assert response.json()["id"] == "card" and "requires an API key" in response.text
-    card = rpc_result(call(http, target, d, "card", {}, request_id="card"), "card")
+    card = result_of(call(http, target, d, "card", {}, request_id="card"), "card")
     assert {s["id"] for s in card["skills"]} == {"pub", "x"}
     assert card["name"] == "Pub"
     public_card = http.get(target.url + ".well-known/agent-card.json").json()
@@ -858,8 +832,8 @@ def test_non_finite_numbers_oversized_batches_and_forged_page_tokens(http, echo)
             b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",'
             b'"role":"ROLE_USER","parts":[{"data":{"x":' + number + b"}}]}}}"
         )
-        rpc_error(post(http, echo.url, body, headers), -32700, "JSON", request_id=None)
+        error_of(post(http, echo.url, body, headers), -32700, "JSON", request_id=None)
     batch = [{"jsonrpc": "2.0", "id": n, "method": "ListTasks", "params": {}} for n in range(51)]
-    rpc_error(post(http, echo.url, batch, headers), -32600, "limit of 50", request_id=None)
+    error_of(post(http, echo.url, batch, headers), -32600, "limit of 50", request_id=None)
     forged = base64.urlsafe_b64encode(json.dumps({"ts": 10**30, "id": "x"}).encode()).decode()
-    rpc_error(call(http, echo, V10, "list", {"pageToken": forged}), -32602, "pageToken")
+    error_of(call(http, echo, V10, "list", {"pageToken": forged}), -32602, "pageToken")

@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 import uuid
-from collections.abc import Callable
 
 import grpc
 import httpx
@@ -23,6 +21,7 @@ from tasks_app.models import STATE_CHOICES, Task
 
 from ..conftest import _free_port, start_grpc, stop_process
 from .clients import V1_0, sdk_client, user_message
+from .helpers import poll
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -52,15 +51,6 @@ def sends(samples: Samples, method: str, dialect: str, outcome: str = "ok") -> f
     return value(
         samples, "a2a_send_latency_seconds_count", method=method, dialect=dialect, outcome=outcome
     )
-
-
-def wait_for(check: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def test_a_jsonrpc_send_is_timed_and_its_task_counted_in_its_final_state(
@@ -104,9 +94,9 @@ def test_an_open_sse_stream_is_counted_until_its_client_leaves(
     tenant = make_tenant()
     agent = make_agent(tenant, "slow", config={"delay_seconds": 5})
     url, key = live_platform.agent_url(agent), make_key(tenant)
-    assert wait_for(lambda: value(scrape(live_platform.url), "a2a_sse_streams_open") == 0, 10), (
-        "a stream of an earlier test is still counted as open"
-    )
+    assert poll(
+        lambda: value(scrape(live_platform.url), "a2a_sse_streams_open") == 0, timeout=10
+    ), "a stream of an earlier test is still counted as open"
     before = scrape(live_platform.url)
     send = {
         "jsonrpc": "2.0",
@@ -131,7 +121,9 @@ def test_an_open_sse_stream_is_counted_until_its_client_leaves(
             # when the stream is open
             during = scrape(live_platform.url)
         # ... and once its client has gone (leaving the block closed the connection)
-        closed = wait_for(lambda: value(scrape(live_platform.url), "a2a_sse_streams_open") == 0, 3)
+        closed = poll(
+            lambda: value(scrape(live_platform.url), "a2a_sse_streams_open") == 0, timeout=3
+        )
         still_running = Task.objects.get(pk=task_id).state
 
     assert value(during, "a2a_sse_streams_open") == 1
@@ -202,6 +194,8 @@ def test_every_process_freezes_the_objects_it_loaded_at_start_up(live_platform):
     for name, role in (("worker", "agents"), ("push", "push"), ("maintenance", "maintenance")):
         log = live_platform.log_dir / f"{name}.log"
         line = re.compile(rf"{role} worker: (\d+) objects loaded at start-up frozen")
-        found = wait_for(lambda line=line, log=log: line.search(log.read_text()) is not None, 10)
+        found = poll(
+            lambda line=line, log=log: line.search(log.read_text()) is not None, timeout=10
+        )
         assert found, log.read_text()[-4000:]
         assert int(line.search(log.read_text()).group(1)) > STARTUP_OBJECTS

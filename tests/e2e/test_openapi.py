@@ -23,8 +23,8 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 
-from tasks_app.dialects import V0_3, V1_0
-from tasks_app.rest import A2AView
+from a2a_platform.versions import V0_3, V1_0
+from bindings.rest import A2AView
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -11,10 +11,8 @@ without push.
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -26,12 +24,23 @@ from agents.signing import PushSignatureInvalid, push_signature_verify
 from push_app.models import Delivery, DeliveryAttempt, PushConfig
 from tasks_app.models import TaskEvent
 
+from .helpers import (
+    Target,
+    answer_of,
+    bodies,
+    last_seq,
+    message,
+    pushed_events,
+    result_of,
+    rpc,
+    settled,
+    wait_until,
+)
 from .webhook import Received, Receiver, answer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 V10 = {"A2A-Version": "1.0"}
-PUSHED_KINDS = (TaskEvent.Kind.STATUS, TaskEvent.Kind.ARTIFACT)
 TASK_NOT_FOUND = -32001
 PUSH_NOT_SUPPORTED = -32003
 INVALID_PARAMS = -32602
@@ -40,58 +49,16 @@ INVALID_PARAMS = -32602
 # --- helpers ---------------------------------------------------------------------------------
 
 
-@dataclass
-class Agent:
-    url: str
-    key: str
-    row: Any
-
-    def rpc(
-        self,
-        http: httpx.Client,
-        method: str,
-        params: dict[str, Any],
-        *,
-        headers: dict[str, str] | None = None,
-        key: str | None = None,
-    ) -> dict[str, Any]:
-        """One JSON-RPC call (v1.0 unless `headers` say otherwise); the whole answer."""
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        response = http.post(
-            self.url,
-            json=body,
-            headers={"X-API-Key": key or self.key, **(V10 if headers is None else headers)},
-        )
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def ok(self, http: httpx.Client, method: str, params: dict[str, Any], **kw: Any) -> Any:
-        answer = self.rpc(http, method, params, **kw)
-        assert "result" in answer, answer
-        return answer["result"]
-
-
-def message(text: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-        **fields,
-    }
-
-
 def error_code(answer: dict[str, Any]) -> int:
     assert "error" in answer, answer
     return answer["error"]["code"]
 
 
 @pytest.fixture
-def echo(live_platform, make_tenant, make_agent, make_key) -> Agent:
+def echo(make_target) -> Target:
     """An echo agent that asks for input on the first turn: a task that waits, idle, for its
     push config, then runs a whole turn (working, artifact, completed) after it."""
-    tenant = make_tenant()
-    row = make_agent(tenant, "echo", config={"input_required": True})
-    return Agent(url=live_platform.agent_url(row), key=make_key(tenant), row=row)
+    return make_target(config={"input_required": True}, key_name="key")
 
 
 @pytest.fixture
@@ -110,30 +77,24 @@ def receivers(tmp_path) -> Iterator[Callable[..., Receiver]]:
         receiver.stop()
 
 
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=60) as client:
-        yield client
-
-
-def first_turn(http: httpx.Client, agent: Agent) -> dict[str, Any]:
+def first_turn(http: httpx.Client, agent: Target) -> dict[str, Any]:
     """A task that asks for input: settled, nothing running, nothing pushed yet."""
-    task = agent.ok(http, "SendMessage", {"message": message("first")})["task"]
+    task = result_of(rpc(http, agent, "SendMessage", {"message": message("first")}))["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
     return task
 
 
-def second_turn(http: httpx.Client, agent: Agent, task: dict[str, Any]) -> dict[str, Any]:
+def second_turn(http: httpx.Client, agent: Target, task: dict[str, Any]) -> dict[str, Any]:
     """The follow-up that completes the task (blocking: returns once it is settled)."""
     follow_up = message("second", taskId=task["id"], contextId=task["contextId"])
-    done = agent.ok(http, "SendMessage", {"message": follow_up})["task"]
+    done = result_of(rpc(http, agent, "SendMessage", {"message": follow_up}))["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
     return done
 
 
 def create_config(
     http: httpx.Client,
-    agent: Agent,
+    agent: Target,
     task_id: str,
     url: str,
     *,
@@ -149,60 +110,13 @@ def create_config(
         "token": token,
         "authentication": {"scheme": scheme, "credentials": credentials},
     }
-    created = agent.ok(http, "CreateTaskPushNotificationConfig", params)
+    created = result_of(rpc(http, agent, "CreateTaskPushNotificationConfig", params))
     assert created["url"] == url and created["id"] == config_id, created
     return created
 
 
-def last_seq(task_id: str) -> int:
-    return max(TaskEvent.objects.filter(task_id=task_id).values_list("seq", flat=True), default=0)
-
-
-def pushed_events(task_id: str, after: int = 0) -> list[TaskEvent]:
-    """The task's status and artifact events after seq `after`: what a config hears."""
-    return list(
-        TaskEvent.objects.filter(task_id=task_id, kind__in=PUSHED_KINDS, seq__gt=after).order_by(
-            "seq"
-        )
-    )
-
-
-def deliveries(task_id: str, config_id: str = "hook") -> list[Delivery]:
-    return list(
-        Delivery.objects.filter(config__task_id=task_id, config__config_id=config_id).order_by(
-            "seq"
-        )
-    )
-
-
-def wait_until(condition: Callable[[], Any], *, timeout: float = 20, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        time.sleep(0.1)
-
-
-def settled(task_id: str, count: int, config_id: str = "hook") -> list[Delivery]:
-    """Wait for `count` deliveries of the config, none pending or sending any more."""
-
-    def check() -> list[Delivery] | None:
-        rows = deliveries(task_id, config_id)
-        done = {Delivery.State.DELIVERED, Delivery.State.DEAD}
-        return rows if len(rows) == count and all(d.state in done for d in rows) else None
-
-    return wait_until(check, what=f"{count} settled deliveries of {config_id}")
-
-
-def bodies(received: list[Received]) -> list[Any]:
-    return [r.json() for r in received]
-
-
-def jwks_of(http: httpx.Client, live_platform, agent: Agent) -> dict[str, Any]:
-    response = http.get(f"{live_platform.url}/a2a/{agent.row.tenant.slug}/.well-known/jwks.json")
+def jwks_of(http: httpx.Client, live_platform, target: Target) -> dict[str, Any]:
+    response = http.get(f"{live_platform.url}/a2a/{target.agent.tenant.slug}/.well-known/jwks.json")
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -251,7 +165,7 @@ def test_an_inline_config_on_send_hears_the_task_from_its_first_event(http, echo
             "taskPushNotificationConfig": {"id": "hook", "url": receiver.url, "token": "t0"}
         },
     }
-    task = echo.ok(http, "SendMessage", params)["task"]
+    task = result_of(rpc(http, echo, "SendMessage", params))["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
 
     expected = pushed_events(task["id"])
@@ -260,7 +174,7 @@ def test_an_inline_config_on_send_hears_the_task_from_its_first_event(http, echo
     assert bodies(received) == [e.data for e in expected]
     assert expected[-1].data["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert all(r.header("X-A2A-Notification-Token") == "t0" for r in received)
-    listed = echo.ok(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    listed = result_of(rpc(http, echo, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}))
     assert [c["id"] for c in listed["configs"]] == ["hook"]
 
 
@@ -319,7 +233,7 @@ def test_each_request_carries_the_token_authorization_and_a_verifiable_signature
 
     # What docs/push-verification.md tells receivers to do, with PyJWT and nothing else.
     client = jwt.PyJWKClient(
-        f"{live_platform.url}/a2a/{echo.row.tenant.slug}/.well-known/jwks.json"
+        f"{live_platform.url}/a2a/{echo.agent.tenant.slug}/.well-known/jwks.json"
     )
     for request in received:
         token = request.header("X-A2A-Signature")
@@ -387,7 +301,7 @@ def test_a_receiver_that_goes_down_mid_task_gets_the_rest_once_it_is_back(http, 
         "message": message("first"),
         "configuration": {"taskPushNotificationConfig": {"id": "hook", "url": receiver.url}},
     }
-    task = echo.ok(http, "SendMessage", params)["task"]
+    task = result_of(rpc(http, echo, "SendMessage", params))["task"]
     first = pushed_events(task["id"])
     receiver.wait_for_count(len(first))
     settled(task["id"], len(first))
@@ -505,8 +419,13 @@ def test_the_production_guard_refuses_internal_addresses(settings, url, reason):
 )
 def test_creating_a_config_for_an_internal_url_is_refused(http, echo, url, reason):
     task = first_turn(http, echo)
-    answered = echo.rpc(
-        http, "CreateTaskPushNotificationConfig", {"taskId": task["id"], "id": "x", "url": url}
+    answered = answer_of(
+        rpc(
+            http,
+            echo,
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task["id"], "id": "x", "url": url},
+        )
     )
     assert error_code(answered) == INVALID_PARAMS, answered
     assert "refused" in answered["error"]["message"] and reason in answered["error"]["message"]
@@ -549,7 +468,7 @@ def test_a_v03_config_receives_v03_events(http, live_platform, echo, receivers):
             "authentication": {"schemes": ["Bearer"], "credentials": "cred03"},
         },
     }
-    created = echo.ok(http, "tasks/pushNotificationConfig/set", params, headers={})
+    created = result_of(rpc(http, echo, "tasks/pushNotificationConfig/set", params, headers={}))
     assert created["taskId"] == task["id"]
     assert created["pushNotificationConfig"]["url"] == receiver.url + "/v03"
     before = last_seq(task["id"])
@@ -589,7 +508,7 @@ def test_an_inline_config_sent_over_v03_receives_v03_events(http, echo, receiver
         },
         "configuration": {"pushNotificationConfig": {"url": receiver.url, "token": "t03"}},
     }
-    task = echo.ok(http, "message/send", params, headers={})
+    task = result_of(rpc(http, echo, "message/send", params, headers={}))
     assert task["kind"] == "task" and task["status"]["state"] == "input-required", task
 
     expected = pushed_events(task["id"])
@@ -602,7 +521,9 @@ def test_an_inline_config_sent_over_v03_receives_v03_events(http, echo, receiver
     assert [e.get("kind") for e in events] == [kinds[e.kind] for e in expected], events
     assert events[-1]["status"]["state"] == "input-required"
     assert all(r.header("X-A2A-Notification-Token") == "t03" for r in received)
-    listed = echo.ok(http, "tasks/pushNotificationConfig/list", {"id": task["id"]}, headers={})
+    listed = result_of(
+        rpc(http, echo, "tasks/pushNotificationConfig/list", {"id": task["id"]}, headers={})
+    )
     assert [c["pushNotificationConfig"]["url"] for c in listed] == [receiver.url]
 
 
@@ -616,7 +537,7 @@ def test_another_tenants_key_cannot_reach_my_tasks_push_configs(
     create_config(http, echo, task["id"], "http://127.0.0.1:9/hook")
     other_tenant = make_tenant()
     other_row = make_agent(other_tenant, "echo")
-    other = Agent(live_platform.agent_url(other_row), make_key(other_tenant), other_row)
+    other = Target(live_platform.agent_url(other_row), make_key(other_tenant), other_row)
     config = {"taskId": task["id"], "id": "hook", "url": "http://127.0.0.1:9/evil"}
 
     calls = [
@@ -626,7 +547,7 @@ def test_another_tenants_key_cannot_reach_my_tasks_push_configs(
         ("DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook"}),
     ]
     for method, params in calls:
-        assert error_code(other.rpc(http, method, params)) == TASK_NOT_FOUND, method
+        assert error_code(answer_of(rpc(http, other, method, params))) == TASK_NOT_FOUND, method
     # The v0.3 methods too.
     v03_calls = [
         (
@@ -644,7 +565,9 @@ def test_another_tenants_key_cannot_reach_my_tasks_push_configs(
         ),
     ]
     for method, params in v03_calls:
-        assert error_code(other.rpc(http, method, params, headers={})) == TASK_NOT_FOUND, method
+        assert (
+            error_code(answer_of(rpc(http, other, method, params, headers={}))) == TASK_NOT_FOUND
+        ), method
     # Its key on my agent's URL is no key at all.
     refused = http.post(
         echo.url,
@@ -656,14 +579,16 @@ def test_another_tenants_key_cannot_reach_my_tasks_push_configs(
     # My config is untouched.
     (mine,) = PushConfig.objects.filter(task_id=task["id"])
     assert (mine.config_id, mine.url) == ("hook", "http://127.0.0.1:9/hook")
-    got = echo.ok(http, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook"})
+    got = result_of(
+        rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook"})
+    )
     assert got["url"] == "http://127.0.0.1:9/hook"
 
 
 def test_an_agent_without_push_says_so_and_refuses_configs(http, live_platform, echo, make_agent):
-    row = make_agent(echo.row.tenant, "nopush", push_notifications=False)
-    nopush = Agent(live_platform.agent_url(row), echo.key, row)
-    task = nopush.ok(http, "SendMessage", {"message": message("hi")})["task"]
+    row = make_agent(echo.agent.tenant, "nopush", push_notifications=False)
+    nopush = Target(live_platform.agent_url(row), echo.key, row)
+    task = result_of(rpc(http, nopush, "SendMessage", {"message": message("hi")}))["task"]
     url = "http://127.0.0.1:9/hook"
 
     calls = [
@@ -673,18 +598,20 @@ def test_an_agent_without_push_says_so_and_refuses_configs(http, live_platform, 
         ("DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "h"}),
     ]
     for method, params in calls:
-        assert error_code(nopush.rpc(http, method, params)) == PUSH_NOT_SUPPORTED, method
+        assert error_code(answer_of(rpc(http, nopush, method, params))) == PUSH_NOT_SUPPORTED, (
+            method
+        )
     v03_set = {"taskId": task["id"], "pushNotificationConfig": {"url": url}}
-    answered = nopush.rpc(http, "tasks/pushNotificationConfig/set", v03_set, headers={})
+    answered = answer_of(rpc(http, nopush, "tasks/pushNotificationConfig/set", v03_set, headers={}))
     assert error_code(answered) == PUSH_NOT_SUPPORTED
     inline = {
         "message": message("hi"),
         "configuration": {"taskPushNotificationConfig": {"url": url}},
     }
-    assert error_code(nopush.rpc(http, "SendMessage", inline)) == PUSH_NOT_SUPPORTED
+    assert error_code(answer_of(rpc(http, nopush, "SendMessage", inline))) == PUSH_NOT_SUPPORTED
     assert not PushConfig.objects.filter(task__agent=row).exists()
 
-    def capabilities(agent: Agent) -> dict[str, Any]:
+    def capabilities(agent: Target) -> dict[str, Any]:
         response = http.get(agent.url + ".well-known/agent-card.json")
         assert response.status_code == 200, response.text
         return response.json()["capabilities"]
@@ -698,7 +625,9 @@ def test_config_crud_round_trip(http, echo):
     url = "http://127.0.0.1:9/a"
     create_config(http, echo, task["id"], url, config_id="a", token="ta", credentials="ca")
     create_config(http, echo, task["id"], url + "b", config_id="b")
-    got = echo.ok(http, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
+    got = result_of(
+        rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
+    )
     assert got == {
         "id": "a",
         "taskId": task["id"],
@@ -706,17 +635,22 @@ def test_config_crud_round_trip(http, echo):
         "token": "ta",
         "authentication": {"scheme": "Bearer", "credentials": "ca"},
     }
-    listed = echo.ok(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    listed = result_of(rpc(http, echo, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}))
     assert [c["id"] for c in listed["configs"]] == ["a", "b"]
     # Secrets are encrypted at rest.
     stored = PushConfig.objects.get(task_id=task["id"], config_id="a")
     assert "ta" != stored.token_encrypted and "ca" not in stored.auth_credentials_encrypted
     assert (
-        echo.ok(http, "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"}) == {}
+        result_of(
+            rpc(http, echo, "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
+        )
+        == {}
     )
-    answered = echo.rpc(http, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
+    answered = answer_of(
+        rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
+    )
     assert error_code(answered) == TASK_NOT_FOUND
-    listed = echo.ok(http, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    listed = result_of(rpc(http, echo, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}))
     assert [c["id"] for c in listed["configs"]] == ["b"]
 
 
@@ -728,16 +662,22 @@ def test_a_v01_config_receives_v01_events_with_its_headers(http, echo, receivers
     v01 = {"A2A-Version": "0.1"}
     task_id = str(uuid.uuid4())
     send = {"id": task_id, "message": {"role": "user", "parts": [{"type": "text", "text": "a"}]}}
-    task = echo.ok(http, "tasks/send", send, headers=v01)
+    task = result_of(rpc(http, echo, "tasks/send", send, headers=v01))
     assert task["status"]["state"] == "input-required", task
     config = {"id": task_id, "url": receiver.url, "headers": {"X-Hook-Secret": "v01"}}
-    assert echo.ok(http, "tasks/pushNotification/set", config, headers=v01)["url"] == receiver.url
+    assert (
+        result_of(rpc(http, echo, "tasks/pushNotification/set", config, headers=v01))["url"]
+        == receiver.url
+    )
     after = last_seq(task_id)
     follow_up = {
         "id": task_id,
         "message": {"role": "user", "parts": [{"type": "text", "text": "b"}]},
     }
-    assert echo.ok(http, "tasks/send", follow_up, headers=v01)["status"]["state"] == "completed"
+    assert (
+        result_of(rpc(http, echo, "tasks/send", follow_up, headers=v01))["status"]["state"]
+        == "completed"
+    )
 
     expected = pushed_events(task_id, after)
     received = receiver.wait_for_count(len(expected))
@@ -754,13 +694,15 @@ def test_a_v01_config_receives_v01_events_with_its_headers(http, echo, receivers
 def test_a_v01_method_sent_without_a_version_header_makes_a_v01_config(http, echo):
     task_id = str(uuid.uuid4())
     send = {"id": task_id, "message": {"role": "user", "parts": [{"type": "text", "text": "a"}]}}
-    echo.ok(http, "tasks/send", send, headers={"A2A-Version": "0.1"})
+    result_of(rpc(http, echo, "tasks/send", send, headers={"A2A-Version": "0.1"}))
     hook = "http://127.0.0.1:9/hook"
-    echo.ok(http, "tasks/pushNotification/set", {"id": task_id, "url": hook}, headers={})
+    result_of(
+        rpc(http, echo, "tasks/pushNotification/set", {"id": task_id, "url": hook}, headers={})
+    )
     assert PushConfig.objects.get(task_id=task_id).dialect == "0.1"  # deliveries in v0.1 shape
 
 
 def test_v10_get_needs_the_config_id(http, echo):
     task = first_turn(http, echo)
-    answer = echo.rpc(http, "GetTaskPushNotificationConfig", {"taskId": task["id"]})
+    answer = answer_of(rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"]}))
     assert error_code(answer) == -32602 and "'id'" in answer["error"]["message"]

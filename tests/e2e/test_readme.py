@@ -36,7 +36,7 @@ def _readme_path(route: str) -> str:
 
 def test_readme_lists_every_rest_path():
     from a2a_platform.urls import rest_paths
-    from tasks_app.dialects import V0_3, V1_0
+    from a2a_platform.versions import V0_3, V1_0
 
     table = README.read_text().split("REST paths, relative to", 1)[1].split("\n\n", 2)[1]
     rows = {}

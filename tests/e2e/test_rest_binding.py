@@ -22,6 +22,8 @@ import httpx
 import pytest
 from django.conf import settings
 
+from .helpers import mid
+
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 A2A_JSON = "application/a2a+json"
@@ -77,10 +79,6 @@ class Rest:
 V10 = Rest("v1.0", "1.0", "")
 V03 = Rest("v0.3", "0.3", "v1/")
 BOTH = pytest.mark.parametrize("d", [V10, V03], ids=lambda d: d.label)
-
-
-def mid() -> str:
-    return f"m-{uuid.uuid4()}"
 
 
 @dataclass

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 from django.db import connection
 
@@ -22,38 +20,12 @@ from push_app.models import Delivery
 from tasks_app.models import TERMINAL_STATES, Task, TaskEvent
 
 from ..conftest import stop_process
-from .clients import raw_send
+from .helpers import Target, result_of, rpc, rpc_send, rpc_send_nonblocking, wait_until
 from .webhook import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 RECORDER = "tests.agents.sample_executors.SleepRecorder"
-HEADERS = {"A2A-Version": "1.0"}
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what or predicate}")
-        time.sleep(0.1)
-
-
-def rpc(url: str, key: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    answer = httpx.post(url, headers={**HEADERS, "X-API-Key": key}, json=body, timeout=60).json()
-    assert "result" in answer, answer
-    return answer["result"]
-
-
-def send_nonblocking(url: str, key: str, text: str, **params: Any) -> str:
-    body = raw_send(text, return_immediately=True)
-    body["params"]["configuration"].update(params)
-    answer = httpx.post(url, headers={**HEADERS, "X-API-Key": key}, json=body, timeout=60).json()
-    return answer["result"]["task"]["id"]
 
 
 def state_of(task_id: str) -> str:
@@ -81,20 +53,21 @@ def own_worker(live_platform) -> Iterator[Callable[..., Any]]:
 
 
 def test_one_worker_process_runs_many_agent_runs_at_once(
-    live_platform, own_worker, make_tenant, make_agent, make_key, settings
+    http, live_platform, own_worker, make_tenant, make_agent, make_key, settings
 ):
     settings.A2A_PYTHON_EXECUTORS = [RECORDER]
     tenant = make_tenant()
     agent = make_agent(
         tenant, "sleeper", kind="python", config={"class_path": RECORDER, "init_kwargs": {}}
     )
-    url, key = live_platform.agent_url(agent), make_key(tenant)
+    target = Target(live_platform.agent_url(agent), make_key(tenant), agent)
     # Queued while no agents worker runs, so the runs' overlap says what the worker does, not
     # how fast this test can send.
-    task_ids = [send_nonblocking(url, key, f"run {n}") for n in range(50)]
+    task_ids = [rpc_send_nonblocking(http, target, f"run {n}") for n in range(50)]
     worker = own_worker("many")
-    wait_for(
+    wait_until(
         lambda: Task.objects.filter(pk__in=task_ids, state__in=TERMINAL_STATES).count() == 50,
+        timeout=60,
         what="50 terminal runs",
     )
     tasks = Task.objects.filter(pk__in=task_ids)
@@ -111,17 +84,19 @@ def test_one_worker_process_runs_many_agent_runs_at_once(
 
 
 def test_cancel_reaches_the_running_executor_through_the_doorbell(
-    live_platform, own_worker, make_tenant, make_agent, make_key
+    http, live_platform, own_worker, make_tenant, make_agent, make_key
 ):
     tenant = make_tenant()
     agent = make_agent(tenant, "slow", config={"delay_seconds": 120})
-    url, key = live_platform.agent_url(agent), make_key(tenant)
+    target = Target(live_platform.agent_url(agent), make_key(tenant), agent)
     # The database safety net looks only every 100 s: only the doorbell can be this quick.
     own_worker("bell", A2A_TASK_LEASE_SECONDS="600", A2A_WORKER_HEARTBEAT_SECONDS="100")
 
-    task_id = send_nonblocking(url, key, "stop me")
-    wait_for(lambda: state_of(task_id) == "TASK_STATE_WORKING", what="the run to start")
-    canceled = rpc(url, key, "CancelTask", {"id": task_id})
+    task_id = rpc_send_nonblocking(http, target, "stop me")
+    wait_until(
+        lambda: state_of(task_id) == "TASK_STATE_WORKING", timeout=60, what="the run to start"
+    )
+    canceled = result_of(rpc(http, target, "CancelTask", {"id": task_id}))
 
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
     # The echo executor's own cancel() said so (no status message); the platform's fallback
@@ -143,12 +118,12 @@ def _event_transactions(task_id: str) -> list[tuple[str, str, int]]:
 
 
 def test_events_enqueued_together_are_written_in_one_transaction_that_ends_the_run(
-    live_platform, make_tenant, make_agent, make_key
+    http, live_platform, make_tenant, make_agent, make_key
 ):
     tenant = make_tenant()
     agent = make_agent(tenant, "echo")
-    url, key = live_platform.agent_url(agent), make_key(tenant)
-    task = rpc(url, key, "SendMessage", raw_send("together")["params"])["task"]
+    target = Target(live_platform.agent_url(agent), make_key(tenant), agent)
+    task = rpc_send(http, target, "together")["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
 
     events = _event_transactions(task["id"])
@@ -176,14 +151,14 @@ def test_events_enqueued_together_are_written_in_one_transaction_that_ends_the_r
 
 
 def test_an_invalid_event_keeps_what_came_before_and_fails_the_run(
-    live_platform, make_tenant, make_agent, make_key, settings
+    http, live_platform, make_tenant, make_agent, make_key, settings
 ):
     executor = "tests.agents.sample_executors.InvalidAfterWork"
     settings.A2A_PYTHON_EXECUTORS = [executor]
     tenant = make_tenant()
     agent = make_agent(tenant, "midway", kind="python", config={"class_path": executor})
-    url, key = live_platform.agent_url(agent), make_key(tenant)
-    task = rpc(url, key, "SendMessage", raw_send("go")["params"])["task"]
+    target = Target(live_platform.agent_url(agent), make_key(tenant), agent)
+    task = rpc_send(http, target, "go")["task"]
 
     assert task["status"]["state"] == "TASK_STATE_FAILED", task
     reason = task["status"]["message"]["parts"][0]["text"]
@@ -201,33 +176,36 @@ def test_an_invalid_event_keeps_what_came_before_and_fails_the_run(
 
 
 def test_a_push_delivery_proceeds_while_the_agent_queue_is_saturated(
-    live_platform, own_worker, make_tenant, make_agent, make_key, tmp_path
+    http, live_platform, own_worker, make_tenant, make_agent, make_key, tmp_path
 ):
     tenant = make_tenant()
     agent = make_agent(tenant, "busy", config={"delay_seconds": 120}, push_notifications=True)
-    url, key = live_platform.agent_url(agent), make_key(tenant)
+    target = Target(live_platform.agent_url(agent), make_key(tenant), agent)
     own_worker("small", A2A_WORKER_MAX_RUNS="2")
     receiver = Receiver(directory=tmp_path / "webhooks").start()
     try:
-        running = [send_nonblocking(url, key, f"hold {n}") for n in range(2)]
-        wait_for(
+        running = [rpc_send_nonblocking(http, target, f"hold {n}") for n in range(2)]
+        wait_until(
             lambda: Task.objects.filter(pk__in=running, running_since__isnull=False).count() == 2,
+            timeout=60,
             what="both run slots taken",
         )
-        waiting = [send_nonblocking(url, key, f"wait {n}") for n in range(3)]
+        waiting = [rpc_send_nonblocking(http, target, f"wait {n}") for n in range(3)]
         assert queue_depths()["agents"] >= 1, "the agent queue has jobs no one can take"
 
         # A task stuck behind them gets a push config, and is canceled (it never ran): that
         # status event is delivered by the push worker while the agent queue stays full.
         watched = waiting[-1]
-        rpc(
-            url,
-            key,
-            "CreateTaskPushNotificationConfig",
-            {"taskId": watched, "id": "hook", "url": receiver.url + "/hook"},
+        result_of(
+            rpc(
+                http,
+                target,
+                "CreateTaskPushNotificationConfig",
+                {"taskId": watched, "id": "hook", "url": receiver.url + "/hook"},
+            )
         )
-        rpc(url, key, "CancelTask", {"id": watched})
-        delivered = wait_for(lambda: receiver.requests(), what="the push delivery")
+        result_of(rpc(http, target, "CancelTask", {"id": watched}))
+        delivered = wait_until(lambda: receiver.requests(), timeout=60, what="the push delivery")
         assert delivered[0].json()["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
         assert Delivery.objects.get(config__task_id=watched).state == Delivery.State.DELIVERED
         assert queue_depths()["agents"] >= 1, "the agent queue was still saturated"
@@ -236,19 +214,21 @@ def test_a_push_delivery_proceeds_while_the_agent_queue_is_saturated(
         receiver.stop()
         for task_id in [*running, *waiting]:
             if state_of(task_id) not in TERMINAL_STATES:
-                rpc(url, key, "CancelTask", {"id": task_id})
+                result_of(rpc(http, target, "CancelTask", {"id": task_id}))
 
 
 def test_a_sigtermed_worker_hands_its_runs_back(
-    live_platform, own_worker, make_tenant, make_agent, make_key
+    http, live_platform, own_worker, make_tenant, make_agent, make_key
 ):
     tenant = make_tenant()
     agent = make_agent(tenant, "long", config={"delay_seconds": 3})
-    url, key = live_platform.agent_url(agent), make_key(tenant)
+    target = Target(live_platform.agent_url(agent), make_key(tenant), agent)
     leaving = own_worker("leaving", A2A_WORKER_GRACE_SECONDS="0.5")
 
-    task_id = send_nonblocking(url, key, "finish me elsewhere")
-    wait_for(lambda: state_of(task_id) == "TASK_STATE_WORKING", what="the run to start")
+    task_id = rpc_send_nonblocking(http, target, "finish me elsewhere")
+    wait_until(
+        lambda: state_of(task_id) == "TASK_STATE_WORKING", timeout=60, what="the run to start"
+    )
     first_runner = Task.objects.get(pk=task_id).runner
     assert first_runner
     leaving.send_signal(signal.SIGTERM)
@@ -260,7 +240,11 @@ def test_a_sigtermed_worker_hands_its_runs_back(
     assert task.state == "TASK_STATE_WORKING" and task.running_since is None
     assert task.job_id, "the task waits for its job again"
     own_worker("staying")
-    wait_for(lambda: state_of(task_id) == "TASK_STATE_COMPLETED", what="the run on a new worker")
+    wait_until(
+        lambda: state_of(task_id) == "TASK_STATE_COMPLETED",
+        timeout=60,
+        what="the run on a new worker",
+    )
     task = Task.objects.get(pk=task_id)
     assert task.artifacts.get().data["parts"][0]["text"] == "finish me elsewhere"
     working = TaskEvent.objects.filter(task_id=task_id, state="TASK_STATE_WORKING").count()

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from ..conftest import ROOT, _free_port, _wait_for_port, stop_process
-from .clients import raw_send
+from .helpers import raw_send
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

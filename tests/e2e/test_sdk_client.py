@@ -19,13 +19,10 @@ from a2a.types import (
 )
 
 from .clients import GRPC, HTTP_JSON, JSONRPC, V0_3, V1_0, sdk_client, send, user_message
+from .helpers import mid
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 BOTH = pytest.mark.parametrize("version", [V1_0, V0_3])
-
-
-def mid(prefix: str = "m") -> str:
-    return f"{prefix}-{uuid.uuid4()}"
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ import pytest
 from a2a.types import SendMessageRequest, SubscribeToTaskRequest, TaskState
 
 from ..conftest import _free_port, start_web, stop_process
-from .clients import V0_3, V1_0, doorbell_waiters, sdk_client, user_message
+from .clients import V0_3, V1_0, sdk_client, user_message
+from .helpers import doorbell_waiters, message, rpc_body
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 BOTH = pytest.mark.parametrize("version", [V1_0, V0_3])
@@ -54,14 +55,6 @@ async def read_sse(source, *, stop_after: int | None = None) -> SseRead:
             if stop_after is not None and len(read.events) >= stop_after:
                 break
     return read
-
-
-def rpc(method: str, params: dict, request_id: int = 1) -> dict:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-
-
-def v10_message(message_id: str, text: str = "hi") -> dict:
-    return {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
 
 
 @pytest.fixture
@@ -137,14 +130,14 @@ def test_dropped_stream_resumes_with_last_event_id_exactly_once(conformance):
 
     async def scenario():
         async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-            send = rpc("SendStreamingMessage", {"message": v10_message(f"m-{uuid.uuid4()}")})
+            send = rpc_body("SendStreamingMessage", {"message": message()})
             async with http.stream("POST", conformance, json=send) as response:
                 assert response.headers["content-type"].startswith("text/event-stream")
                 first = await read_sse(response, stop_after=1)  # then the connection drops
             snapshot = first.events[0]
             task_id = snapshot.data["result"]["task"]["id"]
             assert snapshot.id.startswith(f"{task_id}:")
-            resume = rpc("SubscribeToTask", {"id": task_id}, request_id=2)
+            resume = rpc_body("SubscribeToTask", {"id": task_id}, request_id=2)
             async with http.stream(
                 "POST", conformance, json=resume, headers={"Last-Event-ID": snapshot.id}
             ) as response:
@@ -174,13 +167,15 @@ def test_dropped_stream_resumes_with_last_event_id_exactly_once(conformance):
 def test_bad_last_event_ids_are_refused(conformance):
     async def scenario():
         async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
-            send = rpc("SendMessage", {"message": v10_message(f"tck-complete-task-{uuid.uuid4()}")})
+            send = rpc_body(
+                "SendMessage", {"message": message(messageId=f"tck-complete-task-{uuid.uuid4()}")}
+            )
             task_id = (await http.post(conformance, json=send)).json()["result"]["task"]["id"]
             answers = []
             for bad in (f"{uuid.uuid4()}:1", f"{task_id}:999", "garbage", f"{task_id}:-1"):
                 response = await http.post(
                     conformance,
-                    json=rpc("SubscribeToTask", {"id": task_id}),
+                    json=rpc_body("SubscribeToTask", {"id": task_id}),
                     headers={"Last-Event-ID": bad},
                 )
                 answers.append(response.json()["error"])
@@ -201,7 +196,7 @@ def test_a_disconnected_stream_leaves_its_doorbell(
     async def scenario():
         headers = {"A2A-Version": "1.0", "X-API-Key": key}
         async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-            send = rpc("SendStreamingMessage", {"message": v10_message(f"m-{uuid.uuid4()}")})
+            send = rpc_body("SendStreamingMessage", {"message": message()})
             async with http.stream("POST", url, json=send) as response:
                 first = await read_sse(response, stop_after=1)
                 task_id = first.events[0].data["result"]["task"]["id"]
@@ -215,7 +210,7 @@ def test_a_disconnected_stream_leaves_its_doorbell(
             # The run goes on without the stream; it ends before the test does, so the worker
             # is not writing while the next test's set-up empties the tables.
             for _ in range(200):
-                got = await http.post(url, json=rpc("GetTask", {"id": task_id}, request_id=2))
+                got = await http.post(url, json=rpc_body("GetTask", {"id": task_id}, request_id=2))
                 if got.json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED":
                     break
                 await asyncio.sleep(0.1)
@@ -258,7 +253,7 @@ def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenan
 
         async def scenario():
             async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
-                send = rpc("SendStreamingMessage", {"message": v10_message(f"m-{uuid.uuid4()}")})
+                send = rpc_body("SendStreamingMessage", {"message": message()})
                 async with http.stream("POST", url, json=send) as response:
                     lines = response.aiter_lines()
                     events = (await read_sse(lines, stop_after=1)).events
@@ -266,7 +261,7 @@ def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenan
                     events += (await read_sse(lines, stop_after=1)).events
                 # The connection dropped; resume on the same daphne, still without Redis.
                 task_id = events[0].data["result"]["task"]["id"]
-                resume = rpc("SubscribeToTask", {"id": task_id}, request_id=2)
+                resume = rpc_body("SubscribeToTask", {"id": task_id}, request_id=2)
                 headers = {"Last-Event-ID": events[-1].id}
                 async with http.stream("POST", url, json=resume, headers=headers) as response:
                     events += (await read_sse(response)).events
@@ -290,15 +285,17 @@ def test_stream_completes_when_its_redis_doorbell_dies(live_platform, make_tenan
 def test_a_subscription_follows_an_input_required_task_until_it_ends(conformance):
     async def scenario():
         async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
-            ask = rpc("SendMessage", {"message": v10_message(f"tck-input-required-{uuid.uuid4()}")})
+            ask = rpc_body(
+                "SendMessage", {"message": message(messageId=f"tck-input-required-{uuid.uuid4()}")}
+            )
             task = (await http.post(conformance, json=ask)).json()["result"]["task"]
             assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-            subscribe = rpc("SubscribeToTask", {"id": task["id"]}, request_id=2)
+            subscribe = rpc_body("SubscribeToTask", {"id": task["id"]}, request_id=2)
             async with http.stream("POST", conformance, json=subscribe) as response:
                 lines = response.aiter_lines()
                 opening = (await read_sse(lines, stop_after=1)).events
-                answer = {**v10_message(f"m-{uuid.uuid4()}", "here"), "taskId": task["id"]}
-                await http.post(conformance, json=rpc("SendMessage", {"message": answer}))
+                answer = {**message("here"), "taskId": task["id"]}
+                await http.post(conformance, json=rpc_body("SendMessage", {"message": answer}))
                 rest = (await read_sse(lines)).events
             return opening, rest
 
@@ -326,7 +323,7 @@ def test_a_v03_stream_on_a_task_that_ended_at_once_ends_with_a_final_status_upda
 
     async def scenario():
         async with httpx.AsyncClient(timeout=30) as http:  # no A2A-Version: v0.3
-            ask = rpc(
+            ask = rpc_body(
                 "message/send", {"message": v03_message(f"tck-input-required-{uuid.uuid4()}")}
             )
             task = (await http.post(conformance, json=ask)).json()["result"]
@@ -335,7 +332,7 @@ def test_a_v03_stream_on_a_task_that_ended_at_once_ends_with_a_final_status_upda
             if binding == "jsonrpc":
                 url, body = (
                     conformance,
-                    rpc(
+                    rpc_body(
                         "message/stream",
                         {"message": v03_message(f"m-{uuid.uuid4()}", "more", **ids)},
                     ),
@@ -373,12 +370,12 @@ def test_resuming_at_the_end_closes_and_a_repost_with_last_event_id_sends_nothin
 
     async def scenario():
         async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
-            send = rpc("SendStreamingMessage", {"message": v10_message(f"m-{uuid.uuid4()}")})
+            send = rpc_body("SendStreamingMessage", {"message": message()})
             async with http.stream("POST", conformance, json=send) as response:
                 events = (await read_sse(response)).events
             last = events[-1]
             task_id = last.id.split(":")[0]
-            resume = rpc("SubscribeToTask", {"id": task_id}, request_id=2)
+            resume = rpc_body("SubscribeToTask", {"id": task_id}, request_id=2)
             async with http.stream(
                 "POST", conformance, json=resume, headers={"Last-Event-ID": last.id}
             ) as response:
@@ -416,14 +413,14 @@ def test_a_client_that_never_reads_blocks_neither_the_worker_nor_other_callers(c
 
     async def scenario():
         async with httpx.AsyncClient(headers={"A2A-Version": "1.0"}, timeout=30) as http:
-            stalled = rpc("SendStreamingMessage", {"message": v10_message(stalled_id)})
+            stalled = rpc_body("SendStreamingMessage", {"message": message(messageId=stalled_id)})
             async with http.stream("POST", conformance, json=stalled):  # opened, never read
                 sends = [
                     http.post(
                         conformance,
-                        json=rpc(
+                        json=rpc_body(
                             "SendMessage",
-                            {"message": v10_message(f"tck-complete-task-{uuid.uuid4()}")},
+                            {"message": message(messageId=f"tck-complete-task-{uuid.uuid4()}")},
                         ),
                     )
                     for _ in range(5)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 
-from .conftest import Target
+from .helpers import Target, error_of, result_of, rpc, rpc_stream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -21,57 +20,8 @@ V01 = {"A2A-Version": "0.1"}
 
 
 @pytest.fixture
-def make_target(live_platform, make_tenant, make_agent, make_key):
-    def make(config: dict[str, Any] | None = None, slug: str = "echo") -> Target:
-        tenant = make_tenant()
-        agent = make_agent(tenant, slug, config=config)
-        return Target(live_platform.agent_url(agent), make_key(tenant, "alice"), agent)
-
-    return make
-
-
-@pytest.fixture
 def echo(make_target) -> Target:
-    return make_target()
-
-
-def rpc(
-    http: httpx.Client,
-    t: Target,
-    method: str,
-    params: Any,
-    *,
-    key: str | None = None,
-    headers: dict[str, str] | None = None,
-    url: str | None = None,
-) -> httpx.Response:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    return http.post(
-        url or t.url,
-        content=json.dumps(body).encode(),
-        headers={
-            "Content-Type": "application/json",
-            "X-API-Key": key or t.key,
-            **(V01 if headers is None else headers),
-        },
-    )
-
-
-def result_of(response: httpx.Response) -> Any:
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["jsonrpc"] == "2.0" and body["id"] == 1 and "error" not in body, body
-    return body["result"]
-
-
-def error_of(response: httpx.Response, code: int, *fragments: str) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    body = response.json()
-    assert body["id"] == 1 and "result" not in body, body
-    assert body["error"]["code"] == code, body
-    for fragment in fragments:
-        assert fragment in body["error"]["message"], body
-    return body["error"]
+    return make_target(headers=V01)
 
 
 def message(text: str) -> dict[str, Any]:
@@ -82,7 +32,8 @@ def text_part(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def send(http, t, task_id, text, **params) -> dict[str, Any]:
+def tasks_send(http, t, task_id, text, **params) -> dict[str, Any]:
+    """v0.1's tasks/send; the task it answers with."""
     return result_of(
         rpc(http, t, "tasks/send", {"id": task_id, "message": message(text), **params})
     )
@@ -90,7 +41,9 @@ def send(http, t, task_id, text, **params) -> dict[str, Any]:
 
 def test_send_creates_the_task_with_the_clients_id_and_completes(http, echo):
     task_id = uuid.uuid4()
-    task = send(http, echo, task_id.hex, "hello", sessionId="session-a", metadata={"trace": "x"})
+    task = tasks_send(
+        http, echo, task_id.hex, "hello", sessionId="session-a", metadata={"trace": "x"}
+    )
     assert task["id"] == str(task_id)
     assert task["sessionId"] == "session-a"
     assert task["status"]["state"] == "completed"
@@ -118,15 +71,15 @@ def test_send_creates_the_task_with_the_clients_id_and_completes(http, echo):
 
 
 def test_a_second_send_with_the_same_id_continues_an_input_required_task(http, make_target):
-    target = make_target({"input_required": True})
+    target = make_target(config={"input_required": True}, headers=V01)
     task_id = str(uuid.uuid4())
-    first = send(http, target, task_id, "one", sessionId="s-multi")
+    first = tasks_send(http, target, task_id, "one", sessionId="s-multi")
     assert first["status"]["state"] == "input-required"
     assert first["status"]["message"]["role"] == "agent"
     assert "one more message" in first["status"]["message"]["parts"][0]["text"]
     assert first["artifacts"] == []
 
-    second = send(http, target, task_id, "two", sessionId="s-multi")
+    second = tasks_send(http, target, task_id, "two", sessionId="s-multi")
     assert second["id"] == task_id and second["sessionId"] == "s-multi"
     assert second["status"]["state"] == "completed"
     assert second["artifacts"][0]["parts"] == [text_part("one\ntwo")]
@@ -143,14 +96,14 @@ def test_a_second_send_with_the_same_id_continues_an_input_required_task(http, m
     assert history(historyLength=0) == []
     # tasks/send's historyLength cuts the answer the same way
     third_id = str(uuid.uuid4())
-    cut = send(http, target, third_id, "x", historyLength=1)
+    cut = tasks_send(http, target, third_id, "x", historyLength=1)
     assert cut["status"]["state"] == "input-required" and len(cut["history"]) == 1
 
 
 def test_a_mismatched_session_on_a_follow_up_is_invalid(http, make_target):
-    target = make_target({"input_required": True})
+    target = make_target(config={"input_required": True}, headers=V01)
     task_id = str(uuid.uuid4())
-    assert send(http, target, task_id, "one", sessionId="s-1")["status"]["state"] == (
+    assert tasks_send(http, target, task_id, "one", sessionId="s-1")["status"]["state"] == (
         "input-required"
     )
     error_of(
@@ -166,7 +119,7 @@ def test_a_mismatched_session_on_a_follow_up_is_invalid(http, make_target):
 
 
 def test_cancel_a_slow_task(http, make_target):
-    target = make_target({"delay_seconds": 30})
+    target = make_target(config={"delay_seconds": 30}, headers=V01)
     task_id = str(uuid.uuid4())
     with ThreadPoolExecutor(1) as pool, httpx.Client(timeout=60) as other:
         # tasks/send blocks while the agent works: send it aside
@@ -194,8 +147,8 @@ def test_cancel_a_slow_task(http, make_target):
 
 def test_session_id_round_trips_and_is_the_context(http, echo):
     session = f"session-{uuid.uuid4()}"
-    first = send(http, echo, str(uuid.uuid4()), "a", sessionId=session)
-    second = send(http, echo, str(uuid.uuid4()), "b", sessionId=session)
+    first = tasks_send(http, echo, str(uuid.uuid4()), "a", sessionId=session)
+    second = tasks_send(http, echo, str(uuid.uuid4()), "b", sessionId=session)
     assert first["sessionId"] == second["sessionId"] == session
     # the same task through v1.0: its contextId is the session
     v10 = result_of(rpc(http, echo, "GetTask", {"id": first["id"]}, headers={"A2A-Version": "1.0"}))
@@ -205,7 +158,7 @@ def test_session_id_round_trips_and_is_the_context(http, echo):
     )
     assert {t["id"] for t in listed["tasks"]} == {first["id"], second["id"]}
     # without a sessionId the server chooses one
-    assert send(http, echo, str(uuid.uuid4()), "c")["sessionId"]
+    assert tasks_send(http, echo, str(uuid.uuid4()), "c")["sessionId"]
 
 
 def test_agent_card(http, live_platform, make_tenant, make_agent, make_key):
@@ -215,7 +168,7 @@ def test_agent_card(http, live_platform, make_tenant, make_agent, make_key):
         "carded",
         skills=[{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["demo"]}],
     )
-    target = Target(live_platform.agent_url(agent), make_key(tenant, "alice"), agent)
+    target = Target(live_platform.agent_url(agent), make_key(tenant, "alice"), agent, V01)
     card = result_of(rpc(http, target, "agent/getCard", {}))
     assert card["name"] == "Carded" and card["description"] == "The carded agent."
     assert card["url"] == target.url + "?A2A-Version=0.1"
@@ -229,7 +182,7 @@ def test_agent_card(http, live_platform, make_tenant, make_agent, make_key):
     assert "supportedInterfaces" not in card and "securitySchemes" not in card
     # A v0.1 client sends no version header: the card's URL keeps it in v0.1, where
     # tasks/get (also a v0.3 name) answers in v0.1 shape.
-    task = send(http, target, str(uuid.uuid4()), "hi")
+    task = tasks_send(http, target, str(uuid.uuid4()), "hi")
     got = result_of(rpc(http, target, "tasks/get", {"id": task["id"]}, headers={}, url=card["url"]))
     assert got["sessionId"] == task["sessionId"] and "kind" not in got
     assert got["history"][0]["parts"][0]["type"] == "text"
@@ -252,7 +205,7 @@ def test_v01_only_methods_need_no_header(http, echo):
 
 
 def test_push_notification_methods(http, echo, make_agent):
-    task = send(http, echo, str(uuid.uuid4()), "hi")
+    task = tasks_send(http, echo, str(uuid.uuid4()), "hi")
     hook = "http://127.0.0.1:9/hook"  # loopback is allowlisted in the tests; nothing listens
     # set, flat as the v0.1 text has it, then in the original pushNotificationConfig form
     flat = {"id": task["id"], "url": hook, "headers": {"X-Hook-Secret": "s3"}}
@@ -290,7 +243,7 @@ def test_push_notification_methods(http, echo, make_agent):
 def test_push_notification_methods_on_an_agent_without_push(http, live_platform, echo):
     echo.agent.push_notifications = False
     echo.agent.save()
-    task = send(http, echo, str(uuid.uuid4()), "hi")
+    task = tasks_send(http, echo, str(uuid.uuid4()), "hi")
     set_params = {"id": task["id"], "url": "http://127.0.0.1:9/hook"}
     error_of(rpc(http, echo, "tasks/pushNotification/set", set_params), -32003)
     error_of(rpc(http, echo, "tasks/pushNotification/get", {"id": task["id"]}), -32003)
@@ -344,9 +297,9 @@ def test_another_owners_task_id_does_not_leak(
     carol_tenant = make_tenant()
     carol_agent = make_agent(carol_tenant, "echo")
     carol = Target(
-        live_platform.agent_url(carol_agent), make_key(carol_tenant, "carol"), carol_agent
+        live_platform.agent_url(carol_agent), make_key(carol_tenant, "carol"), carol_agent, V01
     )
-    carols = send(http, carol, str(uuid.uuid4()), "carol's")
+    carols = tasks_send(http, carol, str(uuid.uuid4()), "carol's")
 
     answers = []
     for task_id in (bobs["id"], carols["id"]):
@@ -371,24 +324,13 @@ def test_another_owners_task_id_does_not_leak(
 # --- streaming (tasks/sendSubscribe, tasks/resubscribe) -------------------------------------
 
 
-def stream(http, t, method, params) -> Iterator[dict[str, Any]]:
-    """The JSON-RPC responses of an SSE stream, as they arrive."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    headers = {"Content-Type": "application/json", "X-API-Key": t.key, **V01}
-    with http.stream("POST", t.url, content=json.dumps(body).encode(), headers=headers) as r:
-        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        for line in r.iter_lines():
-            if line.startswith("data: "):
-                yield json.loads(line[len("data: ") :])
-
-
 def test_send_subscribe_streams_v01_events(http, make_target):
-    target = make_target({"input_required": True})
+    target = make_target(config={"input_required": True}, headers=V01)
     task_id = str(uuid.uuid4())
 
     def turn(text: str) -> list[dict[str, Any]]:
         params = {"id": task_id, "sessionId": "s-stream", "message": message(text)}
-        responses = list(stream(http, target, "tasks/sendSubscribe", params))
+        responses = list(rpc_stream(http, target, "tasks/sendSubscribe", params))
         assert all(r["id"] == 1 and "error" not in r for r in responses), responses
         events = [r["result"] for r in responses]
         assert all(e["id"] == task_id for e in events), events
@@ -410,7 +352,7 @@ def test_send_subscribe_streams_v01_events(http, make_target):
 
 
 def test_resubscribe_follows_a_task_until_it_is_canceled(http, make_target):
-    target = make_target({"delay_seconds": 30})
+    target = make_target(config={"delay_seconds": 30}, headers=V01)
     task_id = str(uuid.uuid4())
     with ThreadPoolExecutor(2) as pool, httpx.Client(timeout=60) as other:
         pool.submit(rpc, other, target, "tasks/send", {"id": task_id, "message": message("x")})
@@ -420,7 +362,7 @@ def test_resubscribe_follows_a_task_until_it_is_canceled(http, make_target):
             time.sleep(0.1)
         with httpx.Client(timeout=60) as watcher:
             watched = pool.submit(
-                lambda: list(stream(watcher, target, "tasks/resubscribe", {"id": task_id}))
+                lambda: list(rpc_stream(watcher, target, "tasks/resubscribe", {"id": task_id}))
             )
             time.sleep(0.5)
             assert (

@@ -40,6 +40,7 @@ from agents.signing import push_signature_verify
 from tasks_app.models import TaskEvent
 
 from .clients import GRPC, HTTP_JSON, JSONRPC, sdk_client, user_message
+from .helpers import mid
 from .tenant_service import ExampleService
 from .webhook import Received, Receiver
 
@@ -49,10 +50,6 @@ BINDINGS = (JSONRPC, HTTP_JSON, GRPC)
 MODES = [(binding, streaming) for binding in BINDINGS for streaming in (False, True)]
 SECRET = "service-token-" + "s" * 16
 LOOPBACK = ["127.0.0.0/8", "::1/128"]
-
-
-def mid() -> str:
-    return f"m-{uuid.uuid4()}"
 
 
 def text(message: Any) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 from a2a.types import TaskState
@@ -12,17 +11,9 @@ from a2a_platform.celery import app
 from tasks_app.models import Task
 
 from ..conftest import stop_process
-from .clients import raw_send
+from .helpers import poll, raw_send
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-def wait_for(predicate, attempts=200, pause=0.05):
-    for _ in range(attempts):
-        if predicate():
-            return True
-        time.sleep(pause)
-    return False
 
 
 def test_task_of_a_killed_worker_is_failed_by_the_reaper(
@@ -42,10 +33,12 @@ def test_task_of_a_killed_worker_is_failed_by_the_reaper(
             json=raw_send("work forever", return_immediately=True),
         )
         task_id = response.json()["result"]["task"]["id"]
-        assert wait_for(
+        assert poll(
             lambda: Task.objects.filter(
                 pk=task_id, state="TASK_STATE_WORKING", running_since__isnull=False
-            ).exists()
+            ).exists(),
+            timeout=10,
+            pause=0.05,
         )
         victim.send_signal(signal.SIGKILL)
         victim.wait()
@@ -55,13 +48,13 @@ def test_task_of_a_killed_worker_is_failed_by_the_reaper(
 
     def reaped() -> bool:
         app.send_task("tasks_app.tasks.reap_stuck_tasks_task")
-        return wait_for(
+        return poll(
             lambda: Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED",
-            attempts=10,
+            timeout=1,
             pause=0.1,
         )
 
-    assert wait_for(reaped, attempts=30, pause=0.2)
+    assert poll(reaped, timeout=6, pause=0.2)
     got = httpx.post(
         url,
         headers={"X-API-Key": key, "A2A-Version": "1.0"},
@@ -94,9 +87,9 @@ def test_a_job_the_broker_lost_is_queued_again(live_platform, make_tenant, make_
     finally:
         live_platform.worker = live_platform.start_worker("worker")
     app.send_task("tasks_app.tasks.reap_stuck_tasks_task")
-    assert wait_for(
+    assert poll(
         lambda: Task.objects.get(pk=task_id).state == "TASK_STATE_COMPLETED",
-        attempts=200,
+        timeout=10,
         pause=0.05,
     )
     assert Task.objects.get(pk=task_id).artifacts.get().data["parts"][0]["text"] == "not lost"

@@ -9,7 +9,6 @@ from a2a.types import (
     Message,
     Part,
     Role,
-    SendMessageRequest,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -19,28 +18,14 @@ from agents.auth import Principal
 from tasks_app.selectors import context_executor_state, context_messages_before, executor_state
 from tasks_app.services import (
     executor_state_save,
-    message_send,
     task_claim,
     task_events_record,
     task_release,
 )
+from tests.factories import task_send
 
 ALICE = Principal(owner="key:alice")
 BOB = Principal(owner="key:bob")
-
-
-def send(agent, text, *, context_id="", principal=ALICE, task_id=""):
-    message = Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.ROLE_USER,
-        parts=[Part(text=text)],
-        context_id=context_id,
-        task_id=task_id,
-    )
-    outcome = message_send(
-        agent=agent, principal=principal, request=SendMessageRequest(message=message)
-    )
-    return outcome.task_id
 
 
 def answer(task_id, text, state=TaskState.TASK_STATE_COMPLETED):
@@ -70,16 +55,16 @@ def test_the_conversation_is_the_earlier_tasks_of_one_agent_owner_and_context(
 ):
     tenant = make_tenant()
     agent, other_agent = make_agent(tenant, "a"), make_agent(tenant, "b")
-    first = send(agent, "hi")
+    first = task_send(agent, text="hi").task_id
     context = answer(first, "hello")
-    second = send(agent, "how are you", context_id=context)
+    second = task_send(agent, text="how are you", context_id=context).task_id
     answer(second, "fine")
-    third = send(agent, "bye", context_id=context)
+    third = task_send(agent, text="bye", context_id=context).task_id
     # Not the conversation: another owner's task in the same context, another agent's, another
     # context's.
-    send(agent, "bob here", context_id=context, principal=BOB)
-    send(other_agent, "elsewhere", context_id=context)
-    send(agent, "another chat")
+    task_send(agent, text="bob here", context_id=context, principal=BOB)
+    task_send(other_agent, text="elsewhere", context_id=context)
+    task_send(agent, text="another chat")
 
     assert texts(context_messages_before(task_id=third, limit=10)) == [
         (Role.ROLE_USER, "hi"),
@@ -99,11 +84,12 @@ def test_the_conversation_is_the_earlier_tasks_of_one_agent_owner_and_context(
 
 def test_an_answer_moved_into_the_history_is_not_given_twice(make_tenant, make_agent):
     agent = make_agent(make_tenant())
-    first = send(agent, "question")
+    first = task_send(agent, text="question").task_id
     context = answer(first, "which one?", TaskState.TASK_STATE_INPUT_REQUIRED)
-    send(agent, "this one", context_id=context, task_id=str(first))  # the status goes to history
+    # the status goes to history
+    task_send(agent, text="this one", context_id=context, task_id=first)
     answer(first, "done")
-    later = send(agent, "next", context_id=context)
+    later = task_send(agent, text="next", context_id=context).task_id
     assert texts(context_messages_before(task_id=later, limit=10)) == [
         (Role.ROLE_USER, "question"),
         (Role.ROLE_AGENT, "which one?"),
@@ -116,15 +102,15 @@ def test_executor_state_is_kept_per_task_and_read_back_for_the_conversation(
     make_tenant, make_agent
 ):
     agent = make_agent(make_tenant())
-    first = send(agent, "one")
+    first = task_send(agent, text="one").task_id
     context = answer(first, "ok")
     assert executor_state(task_id=first) == {}
     executor_state_save(task_id=first, data={"upstream": "t-1"})
     executor_state_save(task_id=first, data={"upstream": "t-2"})  # replaced, not added
     assert executor_state(task_id=first) == {"upstream": "t-2"}
-    second = send(agent, "two", context_id=context)
+    second = task_send(agent, text="two", context_id=context).task_id
     assert executor_state(task_id=second) == {}
     assert context_executor_state(task_id=second) == {"upstream": "t-2"}
     # Another owner's task in the same context does not see it.
-    bobs = send(agent, "bob", context_id=context, principal=BOB)
+    bobs = task_send(agent, text="bob", context_id=context, principal=BOB).task_id
     assert context_executor_state(task_id=bobs) == {}

@@ -2,40 +2,24 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from a2a.types import ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import ListTasksRequest, TaskState
 
 from agents.auth import Principal
 from tasks_app.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from tasks_app.models import Task
 from tasks_app.selectors import task_get, task_list
-from tasks_app.services import message_send
+from tests.factories import task_send
 
 ALICE = Principal(owner="key:alice")
 BOB = Principal(owner="key:bob")
 ADMIN = Principal(owner="key:root", is_tenant_admin=True)
 
 
-def send(agent, principal=ALICE, context_id=""):
-    message = Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.ROLE_USER,
-        parts=[Part(text="x")],
-        context_id=context_id,
-    )
-    return str(
-        message_send(
-            agent=agent, principal=principal, request=SendMessageRequest(message=message)
-        ).task_id
-    )
-
-
 def test_get_is_scoped_by_owner_agent_and_admin(make_tenant, make_agent):
     tenant = make_tenant()
     agent, other_agent = make_agent(tenant, "a"), make_agent(tenant, "b")
-    task_id = send(agent)
+    task_id = str(task_send(agent).task_id)
     assert task_get(agent=agent, principal=ALICE, task_id=task_id).id == task_id
     assert task_get(agent=agent, principal=ADMIN, task_id=task_id).id == task_id
     for agent_, principal in ((agent, BOB), (other_agent, ALICE), (other_agent, ADMIN)):
@@ -49,8 +33,8 @@ def test_get_is_scoped_by_owner_agent_and_admin(make_tenant, make_agent):
 
 def test_list_pages_through_everything_once_in_newest_first_order(make_tenant, make_agent):
     agent = make_agent(make_tenant())
-    ids = [send(agent) for _ in range(7)]
-    send(agent, principal=BOB)
+    ids = [str(task_send(agent).task_id) for _ in range(7)]
+    task_send(agent, principal=BOB)
     seen, token = [], ""
     while True:
         page = task_list(
@@ -66,8 +50,8 @@ def test_list_pages_through_everything_once_in_newest_first_order(make_tenant, m
 
 def test_list_filters_and_validation(make_tenant, make_agent):
     agent = make_agent(make_tenant())
-    a = send(agent, context_id="ctx-a")
-    send(agent, context_id="ctx-b")
+    a = str(task_send(agent, context_id="ctx-a").task_id)
+    task_send(agent, context_id="ctx-b")
     Task.objects.filter(pk=a).update(state="TASK_STATE_COMPLETED")
     by_context = task_list(
         agent=agent, principal=ALICE, request=ListTasksRequest(context_id="ctx-a")
@@ -100,7 +84,7 @@ def test_list_query_count_does_not_grow_with_the_page(
 ):
     agent = make_agent(make_tenant())
     for _ in range(20):
-        send(agent)
+        task_send(agent)
     with django_assert_max_num_queries(4):
         page = task_list(
             agent=agent,

@@ -5,19 +5,12 @@ order for every filter."""
 from __future__ import annotations
 
 import itertools
-import uuid
 from datetime import timedelta
 
 import pytest
 from a2a.types import (
     ListTasksRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
     TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
 )
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -28,25 +21,13 @@ from agents.auth import Principal
 from tasks_app import selectors
 from tasks_app.models import Task
 from tasks_app.selectors import task_list
-from tasks_app.services import message_send, task_event_record
 from tests.conftest import require
+from tests.factories import task_create, task_send
 
 ALICE = Principal(owner="key:alice")
 BOB = Principal(owner="key:bob")
 ADMIN = Principal(owner="key:root", is_tenant_admin=True)
 BASE = timezone.now().replace(microsecond=0) - timedelta(days=1)
-
-
-def send(agent, principal, context_id):
-    message = Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.ROLE_USER,
-        parts=[Part(text="x")],
-        context_id=context_id,
-    )
-    return message_send(
-        agent=agent, principal=principal, request=SendMessageRequest(message=message)
-    ).task_id
 
 
 def timestamp(value):
@@ -85,13 +66,10 @@ def listed(make_tenant, make_agent):
     ]
     plan = [(ALICE, "c1"), (ALICE, "c2"), (BOB, "c1"), (ALICE, "c1"), (BOB, "c3")] * 3
     for i, (principal, context_id) in enumerate(plan):
-        task_id = send(agent, principal, context_id)
         state = states[i % len(states)]
-        if state != TaskState.TASK_STATE_SUBMITTED:
-            event = TaskStatusUpdateEvent(task_id=str(task_id), status=TaskStatus(state=state))
-            task_event_record(task_id=task_id, event=event)
+        task_id = task_create(agent, state=state, principal=principal, context_id=context_id).pk
         Task.objects.filter(pk=task_id).update(status_timestamp=BASE + timedelta(minutes=i // 2))
-    send(make_agent(make_tenant(), "elsewhere"), ALICE, "c1")
+    task_send(make_agent(make_tenant(), "elsewhere"), principal=ALICE, context_id="c1")
     return agent
 
 

@@ -43,6 +43,7 @@ from tasks_app.services import (
     tasks_heartbeat,
     tasks_reap,
 )
+from tests.factories import task_send
 
 ALICE = Principal(owner="key:alice")
 BOB = Principal(owner="key:bob")
@@ -51,15 +52,6 @@ BOB = Principal(owner="key:bob")
 @pytest.fixture
 def agent(make_tenant, make_agent):
     return make_agent(make_tenant(), "echo")
-
-
-def send(agent, principal=ALICE, text="hi", **message_fields):
-    message = Message(
-        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)], **message_fields
-    )
-    return message_send(
-        agent=agent, principal=principal, request=SendMessageRequest(message=message)
-    )
 
 
 def status(task_id, state, text=None):
@@ -72,7 +64,7 @@ def status(task_id, state, text=None):
 
 
 def test_send_creates_submitted_task_with_history_and_first_event(agent):
-    outcome = send(agent, text="hello")
+    outcome = task_send(agent, text="hello")
     task = Task.objects.get(pk=outcome.task_id)
     assert task.state == "TASK_STATE_SUBMITTED" and task.owner == "key:alice"
     assert list(task.messages.values_list("role", flat=True)) == ["ROLE_USER"]
@@ -124,22 +116,22 @@ def ask_for_input(task_id):
 
 
 def test_continuing_needs_same_owner_an_interrupted_task_and_matching_context(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     with pytest.raises(UnsupportedOperationError, match="still on it"):
-        send(agent, task_id=str(task_id))
+        task_send(agent, task_id=str(task_id))
     ask_for_input(task_id)
     with pytest.raises(TaskNotFoundError):
-        send(agent, principal=BOB, task_id=str(task_id))
+        task_send(agent, principal=BOB, task_id=str(task_id))
     with pytest.raises(InvalidParamsError, match="contextId"):
-        send(agent, task_id=str(task_id), context_id="another")
-    again = send(agent, task_id=str(task_id))
+        task_send(agent, task_id=str(task_id), context_id="another")
+    again = task_send(agent, task_id=str(task_id))
     assert again.task_id == task_id and again.since_seq == 2
     assert Task.objects.get(pk=task_id).messages.count() == 2
     with pytest.raises(UnsupportedOperationError, match="already has a message waiting"):
-        send(agent, task_id=str(task_id))
+        task_send(agent, task_id=str(task_id))
     task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED))
     with pytest.raises(UnsupportedOperationError, match="TASK_STATE_COMPLETED"):
-        send(agent, task_id=str(task_id))
+        task_send(agent, task_id=str(task_id))
 
 
 def test_ids_longer_than_the_columns_are_invalid_params(agent):
@@ -152,11 +144,11 @@ def test_ids_longer_than_the_columns_are_invalid_params(agent):
             ),
         )
     with pytest.raises(InvalidParamsError, match="contextId is longer"):
-        send(agent, context_id="c" * 201)
+        task_send(agent, context_id="c" * 201)
 
 
 def test_status_message_moves_into_history_when_replaced(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING, "w"))
     task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED, "d"))
     task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
@@ -170,7 +162,7 @@ def test_status_message_moves_into_history_when_replaced(agent):
 
 
 def test_artifact_chunks_append_and_replace(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
 
     def chunk(text, append):
         return TaskArtifactUpdateEvent(
@@ -189,7 +181,7 @@ def test_artifact_chunks_append_and_replace(agent):
 
 
 def test_events_after_the_end_are_ignored_and_foreign_events_are_refused(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     with pytest.raises(InvalidAgentResponseError, match="another|while running"):
         task_event_record(task_id=task_id, event=status(uuid.uuid4(), TaskState.TASK_STATE_WORKING))
     assert task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_FAILED))
@@ -200,7 +192,7 @@ def test_events_after_the_end_are_ignored_and_foreign_events_are_refused(agent):
 
 
 def test_direct_message_reply_completes_and_is_kept_in_history(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=[Part(text="direct")])
     task_event_record(task_id=task_id, event=reply)
     task = Task.objects.get(pk=task_id)
@@ -209,7 +201,7 @@ def test_direct_message_reply_completes_and_is_kept_in_history(agent):
 
 
 def test_cancel_of_unstarted_task_ends_it_at_once_and_terminal_is_not_cancelable(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     pk, needs_worker, seq = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
     assert (pk, needs_worker, seq) == (task_id, False, 2)
     assert Task.objects.get(pk=task_id).state == "TASK_STATE_CANCELED"
@@ -220,7 +212,7 @@ def test_cancel_of_unstarted_task_ends_it_at_once_and_terminal_is_not_cancelable
 
 
 def test_a_job_is_claimed_once_and_a_redelivered_copy_finds_nothing(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     job = job_of(task_id)
     assert task_claim(task_id=task_id, job_id="someone-else") == "ended"
     assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
@@ -231,14 +223,14 @@ def test_a_job_is_claimed_once_and_a_redelivered_copy_finds_nothing(agent):
     )
     assert task_claim(task_id=task_id, job_id=job) == "ended"
     task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED))
-    follow_up = send(agent, task_id=str(task_id))  # before the first run has released the task
+    follow_up = task_send(agent, task_id=str(task_id))  # before the first run has released the task
     assert task_claim(task_id=task_id, job_id=job_of(task_id)) == "busy"
     task_release(task_id=task_id)
     assert task_claim(task_id=task_id, job_id=job_of(follow_up.task_id)) == "claimed"
 
 
 def test_cancel_of_running_task_only_flags_it_and_release_honours_it(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     assert task_claim(task_id=task_id, job_id=job_of(task_id)) == "claimed"
     _, needs_worker, _ = task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
     task = Task.objects.get(pk=task_id)
@@ -249,7 +241,11 @@ def test_cancel_of_running_task_only_flags_it_and_release_honours_it(agent):
 
 
 def test_reaper_fails_tasks_whose_lease_expired_and_spares_live_ones(agent):
-    stale, live, asking = send(agent).task_id, send(agent).task_id, send(agent).task_id
+    stale, live, asking = (
+        task_send(agent).task_id,
+        task_send(agent).task_id,
+        task_send(agent).task_id,
+    )
     for task_id in (stale, live, asking):
         assert task_claim(task_id=task_id, job_id=job_of(task_id)) == "claimed"
     task_event_record(task_id=asking, event=status(asking, TaskState.TASK_STATE_INPUT_REQUIRED))
@@ -268,12 +264,12 @@ def test_reaper_fails_tasks_whose_lease_expired_and_spares_live_ones(agent):
 
 
 def test_a_follow_up_puts_the_agents_question_before_the_answer_in_history(agent):
-    task_id = send(agent, text="first").task_id
+    task_id = task_send(agent, text="first").task_id
     task_claim(task_id=task_id, job_id=job_of(task_id))
     task_event_record(
         task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED, "which?")
     )
-    send(agent, text="this one", task_id=str(task_id))
+    task_send(agent, text="this one", task_id=str(task_id))
     task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
     assert [m.parts[0].text for m in task.history] == ["first", "which?", "this one"]
     assert not task.status.HasField("message")
@@ -299,8 +295,8 @@ def test_an_inline_push_config_stays_out_of_the_jobs_row(agent):
 
 
 def test_one_heartbeat_renews_every_lease_of_its_worker_and_reports_cancels(agent):
-    mine = [send(agent).task_id for _ in range(3)]
-    theirs = send(agent).task_id
+    mine = [task_send(agent).task_id for _ in range(3)]
+    theirs = task_send(agent).task_id
     for task_id in mine:
         assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w1") == "claimed"
     assert task_claim(task_id=theirs, job_id=job_of(theirs), runner="w2") == "claimed"
@@ -334,7 +330,7 @@ def published():
 def test_a_handed_back_run_waits_for_its_job_again(
     agent, published, django_capture_on_commit_callbacks
 ):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     job = job_of(task_id)
     args = Task.objects.get(pk=task_id).job_args
     assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
@@ -350,7 +346,7 @@ def test_a_handed_back_run_waits_for_its_job_again(
 
 
 def test_a_run_canceled_as_it_is_handed_back_ends_canceled(agent):
-    task_id = send(agent).task_id
+    task_id = task_send(agent).task_id
     job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
     assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
     task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
@@ -359,10 +355,8 @@ def test_a_run_canceled_as_it_is_handed_back_ends_canceled(agent):
     assert task.state == "TASK_STATE_CANCELED" and task.job_id == ""
 
 
-def test_an_unclaimed_job_of_a_stopping_worker_is_queued_again_only_if_awaited(
-    agent, published
-):
-    task_id = send(agent).task_id
+def test_an_unclaimed_job_of_a_stopping_worker_is_queued_again_only_if_awaited(agent, published):
+    task_id = task_send(agent).task_id
     job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
     assert task_job_requeue(task_id=task_id, job_id=job, job_args=args)
     assert task_claim(task_id=task_id, job_id=job) == "claimed"
@@ -371,7 +365,11 @@ def test_an_unclaimed_job_of_a_stopping_worker_is_queued_again_only_if_awaited(
 
 
 def test_a_run_whose_executor_left_the_task_unsettled_is_failed_on_release(agent):
-    working, asking, canceled = send(agent).task_id, send(agent).task_id, send(agent).task_id
+    working, asking, canceled = (
+        task_send(agent).task_id,
+        task_send(agent).task_id,
+        task_send(agent).task_id,
+    )
     for task_id in (working, asking, canceled):
         assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w1") == "claimed"
         task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING))
@@ -392,10 +390,10 @@ def test_a_run_whose_executor_left_the_task_unsettled_is_failed_on_release(agent
 
 
 def test_a_send_that_makes_a_task_hands_back_the_task_as_committed(agent):
-    outcome = send(agent, text="hello")
+    outcome = task_send(agent, text="hello")
     assert outcome.task == task_get(agent=agent, principal=ALICE, task_id=str(outcome.task_id))
     assert outcome.task.status.state == TaskState.TASK_STATE_SUBMITTED
     assert [m.parts[0].text for m in outcome.task.history] == ["hello"]
     ask_for_input(outcome.task_id)
-    follow_up = send(agent, text="more", task_id=str(outcome.task_id))
+    follow_up = task_send(agent, text="more", task_id=str(outcome.task_id))
     assert follow_up.task is None  # a follow-up's answer is read once the turn settles

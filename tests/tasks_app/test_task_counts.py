@@ -13,7 +13,6 @@ from a2a.types import (
     Message,
     Part,
     Role,
-    SendMessageRequest,
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
@@ -31,7 +30,6 @@ from tasks_app import services
 from tasks_app.errors import InvalidParamsError
 from tasks_app.models import TASK_COUNT_SHARDS, Task, TaskCount, TaskEvent
 from tasks_app.services import (
-    message_send,
     task_cancel_request,
     task_claim,
     task_counts_reconcile,
@@ -41,6 +39,7 @@ from tasks_app.services import (
     tasks_reap,
 )
 from tests.conftest import require
+from tests.factories import task_send
 
 ALICE = Principal(owner="key:alice")
 BOB = Principal(owner="key:bob")
@@ -52,21 +51,6 @@ SUBMITTED, WORKING, INPUT_REQUIRED, COMPLETED, CANCELED, FAILED = (
     "TASK_STATE_CANCELED",
     "TASK_STATE_FAILED",
 )
-
-
-def send(agent, principal=ALICE, task_id=None, new_task_id=None):
-    message = Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.ROLE_USER,
-        parts=[Part(text="x")],
-        task_id=str(task_id) if task_id else "",
-    )
-    return message_send(
-        agent=agent,
-        principal=principal,
-        request=SendMessageRequest(message=message),
-        new_task_id=new_task_id,
-    ).task_id
 
 
 def record(task_id, state):
@@ -108,8 +92,8 @@ def agent(make_tenant, make_agent):
 
 def test_counts_follow_every_state_change_including_the_platforms(agent):
     # given tasks of two owners
-    a, b, c, d, e = (send(agent) for _ in range(5))
-    bobs = send(agent, principal=BOB)
+    a, b, c, d, e = (task_send(agent).task_id for _ in range(5))
+    bobs = task_send(agent, principal=BOB).task_id
     assert_exact(agent, alice__SUBMITTED=5, bob__SUBMITTED=1)
 
     # when the agent works, asks, is answered and finishes (a status update, a Task event)
@@ -119,7 +103,7 @@ def test_counts_follow_every_state_change_including_the_platforms(agent):
     record(a, TaskState.TASK_STATE_INPUT_REQUIRED)
     task_release(task_id=a)
     assert_exact(agent, alice__SUBMITTED=4, alice__INPUT_REQUIRED=1, bob__SUBMITTED=1)
-    send(agent, task_id=a)  # a follow-up leaves the state to the agent
+    task_send(agent, task_id=a)  # a follow-up leaves the state to the agent
     claim(a)
     task_event_record(
         task_id=a,
@@ -152,7 +136,7 @@ def test_counts_follow_every_state_change_including_the_platforms(agent):
 
 def test_a_batch_of_a_runs_events_is_counted_once_by_its_net_moves(agent):
     # given a claimed task
-    task_id = send(agent)
+    task_id = task_send(agent).task_id
     claim(task_id)
 
     def status(state):
@@ -188,12 +172,12 @@ def test_a_batch_of_a_runs_events_is_counted_once_by_its_net_moves(agent):
 
 
 def test_a_rolled_back_change_is_not_counted(agent):
-    task_id = send(agent)
+    task_id = task_send(agent).task_id
     with pytest.raises(RuntimeError), transaction.atomic():
         record(task_id, TaskState.TASK_STATE_WORKING)
         raise RuntimeError("the rest of the transaction failed")
     with pytest.raises(InvalidParamsError):
-        send(agent, new_task_id=task_id)  # a taken id: no task, so no count
+        task_send(agent, new_task_id=task_id)  # a taken id: no task, so no count
     assert_exact(agent, alice__SUBMITTED=1)
 
 
@@ -201,7 +185,7 @@ def test_counts_are_spread_over_shards_by_task_id(agent):
     # given tasks chosen to land in every shard
     ids = [uuid.UUID(int=(uuid.uuid4().int >> 8 << 8) + shard) for shard in range(16)]
     for task_id in ids:
-        send(agent, new_task_id=task_id)
+        task_send(agent, new_task_id=task_id)
     # then one row per shard, and a task's moves stay in its shard
     record(ids[3], TaskState.TASK_STATE_WORKING)
     rows = TaskCount.objects.filter(agent=agent).values_list("state", "shard", "n")
@@ -215,7 +199,7 @@ def test_deleting_an_agent_or_its_tenant_deletes_its_counts(make_tenant, make_ag
     tenant, other = make_tenant(), make_tenant()
     gone, kept, also_gone = make_agent(tenant, "a"), make_agent(other, "b"), make_agent(tenant, "c")
     for agent in (gone, kept, also_gone):
-        send(agent)
+        task_send(agent)
     gone.delete()
     assert set(TaskCount.objects.values_list("agent_id", flat=True)) == {kept.pk, also_gone.pk}
     tenant.delete()
@@ -225,9 +209,9 @@ def test_deleting_an_agent_or_its_tenant_deletes_its_counts(make_tenant, make_ag
 
 def test_reconcile_corrects_counts_that_drifted(agent, make_agent):
     # given changes made behind the services' back (as a process of an older version would)
-    ids = [send(agent) for _ in range(3)]
+    ids = [task_send(agent).task_id for _ in range(3)]
     other = make_agent(agent.tenant, "other")
-    send(other, principal=BOB)
+    task_send(other, principal=BOB)
     Task.objects.filter(pk__in=ids[:2]).update(state=COMPLETED)
     Task.objects.filter(pk=ids[2]).update(owner="key:carol")
     assert stored_counts() != actual_counts()
@@ -256,7 +240,7 @@ def test_concurrent_state_changes_neither_deadlock_nor_lose_counts(
     agent = make_agent(make_tenant(), "busy")
     threads_n, tasks_per_thread, rounds = 6, 2, 8
     ids = [
-        send(agent, new_task_id=uuid.UUID(int=uuid.uuid4().int >> 3 << 3))
+        task_send(agent, new_task_id=uuid.UUID(int=uuid.uuid4().int >> 3 << 3)).task_id
         for _ in range(threads_n * tasks_per_thread)
     ]
     barrier = threading.Barrier(threads_n)
