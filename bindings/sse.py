@@ -19,6 +19,9 @@ from a2a_platform.metrics import SSE_STREAMS_OPEN
 from tasks_app.operations import Stream
 from tasks_app.streams import StreamItem
 
+# A comment line: proxies and clients see the connection is alive; no event is sent.
+KEEP_ALIVE = b": keep-alive\n\n"
+
 
 @dataclass(frozen=True)
 class SseStream:
@@ -59,7 +62,7 @@ async def _frames(
         async with contextlib.aclosing(stream.items) as items:
             async for item in items:
                 if item is None:
-                    yield b": keep-alive\n\n"
+                    yield KEEP_ALIVE
                     continue
                 results = stream.render(item)
                 results = results if isinstance(results, list) else [results]

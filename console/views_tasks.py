@@ -28,7 +28,7 @@ from django.utils.http import urlencode
 from a2a_platform.metrics import SSE_STREAMS_OPEN
 from agents.cards import agent_base_url
 from agents.models import Agent
-from bindings.sse import sse_frame
+from bindings.sse import KEEP_ALIVE, sse_frame
 from tasks_app.errors import InvalidParamsError
 from tasks_app.models import INTERRUPTED_STATES, STATE_CHOICES, TERMINAL_STATES, Task, TaskEvent
 from tasks_app.streams import EventFollower
@@ -408,7 +408,7 @@ async def _stream(task_pk: uuid.UUID, after: int, state: str, ended: bool) -> As
             async with contextlib.aclosing(events):
                 async for item in events:
                     if item is None:
-                        yield b": keep-alive\n\n"
+                        yield KEEP_ALIVE
                         continue
                     if item.seq not in ahead:
                         rows = await database_sync_to_async(_event_frames_from)(task_pk, item.seq)
