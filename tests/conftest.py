@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,17 @@ def require(present: bool, missing: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI lacks a component this test needs: {missing}", pytrace=False)
     pytest.skip(missing)
+
+
+def set_up_if_selected(request: pytest.FixtureRequest, fixture: str) -> None:
+    """Set up the module fixture `fixture` now if a test of this module that is to run uses
+    it: what the fixture starts on a thread then goes on beside the tests before that one."""
+    if any(
+        fixture in item.fixturenames
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module
+    ):
+        request.getfixturevalue(fixture)
 
 
 @dataclass
@@ -178,8 +190,6 @@ def live_platform(
         ),
         "PYTHONPATH": str(ROOT),
     }
-    daphne = start_web(port, env, log_dir / "daphne.log")
-    sidecar = start_grpc(grpc_address, env, log_dir / "grpc.log")
     platform = LivePlatform(
         url=f"http://127.0.0.1:{port}",
         env=env,
@@ -187,11 +197,23 @@ def live_platform(
         worker=None,  # type: ignore[arg-type]
         grpc_address=grpc_address,
     )
-    platform.worker = platform.start_worker("worker")
-    others = [
-        platform.start_worker("push", "push"),
-        platform.start_worker("maintenance", "maintenance"),
-    ]
+    # The five start side by side (each is mostly Python importing, on a CPU of its own when
+    # there is one); each is waited for as before.
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        starting = [
+            pool.submit(start_web, port, env, log_dir / "daphne.log"),
+            pool.submit(start_grpc, grpc_address, env, log_dir / "grpc.log"),
+            pool.submit(platform.start_worker, "worker"),
+            pool.submit(platform.start_worker, "push", "push"),
+            pool.submit(platform.start_worker, "maintenance", "maintenance"),
+        ]
+    failed = [error for f in starting if (error := f.exception()) is not None]
+    started = [f.result() for f in starting if f.exception() is None]
+    if failed:
+        for proc in started:
+            stop_process(proc)
+        raise failed[0]
+    daphne, sidecar, platform.worker, *others = started
     try:
         yield platform
     finally:

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -804,15 +805,24 @@ def test_beat_goes_on_while_the_database_is_away(db_env, tmp_path):
 @pytest.mark.e2e
 def test_healthcheck_worker_pings_this_hosts_worker_of_the_queue(live_platform):
     # The fixture's push and maintenance workers are push@%h and maintenance@%h, as compose
-    # names them; an agents worker named as compose names it joins them.
-    agents = live_platform.start_worker("agents", "agents")
-    try:
-        for queue in ("agents", "push", "maintenance"):
-            done = manage("healthcheck", "worker", queue, env=live_platform.env)
-            assert done.returncode == 0, done.stdout + done.stderr
-            assert _one_line(done) == f"worker {queue}@{socket.gethostname()}: pong"
-    finally:
-        stop_process(agents)
+    # names them; an agents worker named as compose names it joins them. (Each healthcheck is
+    # a process of its own: those two are asked while the agents worker starts.)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        pinged = {
+            queue: pool.submit(manage, "healthcheck", "worker", queue, env=live_platform.env)
+            for queue in ("push", "maintenance")
+        }
+        agents = live_platform.start_worker("agents", "agents")
+        try:
+            pinged["agents"] = pool.submit(
+                manage, "healthcheck", "worker", "agents", env=live_platform.env
+            )
+            for queue in ("agents", "push", "maintenance"):
+                done = pinged[queue].result()
+                assert done.returncode == 0, done.stdout + done.stderr
+                assert _one_line(done) == f"worker {queue}@{socket.gethostname()}: pong"
+        finally:
+            stop_process(agents)
 
 
 @pytest.mark.e2e
@@ -820,13 +830,21 @@ def test_healthcheck_worker_without_a_worker_or_a_broker_fails_in_bounded_time(l
     broker = live_platform.env.get("CELERY_BROKER_URL", "")
     require(broker.startswith("redis://"), "this test needs the Redis broker (run `make test`)")
     closed = f"redis://127.0.0.1:{_free_port()}/0"
-    for url, says in (
+    cases = (
         (broker.rsplit("/", 1)[0] + "/7", "no answer within 1 s"),  # a broker no worker reads
         (closed, "broker unreachable"),
-    ):
+    )
+
+    def healthcheck(url: str) -> tuple[subprocess.CompletedProcess, float]:
         env = {**live_platform.env, "CELERY_BROKER_URL": url}
         started = time.monotonic()
         done = manage("healthcheck", "worker", "agents", "--timeout", "1", env=env, timeout=30)
+        return done, time.monotonic() - started
+
+    # The two at once: each is a process of its own, and each is timed on its own.
+    with ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        checked = list(pool.map(healthcheck, [url for url, _ in cases]))
+    for (_, says), (done, took) in zip(cases, checked, strict=True):
         assert done.returncode == 1, done.stdout + done.stderr
         assert says in _one_line(done)
-        assert time.monotonic() - started < 15
+        assert took < 15

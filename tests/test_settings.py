@@ -8,16 +8,30 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from cryptography.fernet import Fernet
 
 from agents.crypto import derived_key
 
-from .conftest import _free_port
+from .conftest import _free_port, set_up_if_selected
 
 ROOT = Path(__file__).resolve().parent.parent
+R = TypeVar("R")
+
+
+def at_once(*calls: Callable[[], R]) -> list[R]:
+    """What each call returned, the calls made side by side: each starts a process of its own
+    and waits for it, so independent starts share the CPUs instead of waiting their turn. (At
+    most two a CPU at a time: a start is mostly Python importing, and one that shares its CPU
+    with more would come near its timeout on a slow machine.)"""
+    with ThreadPoolExecutor(max_workers=min(len(calls), 2 * (os.cpu_count() or 1))) as pool:
+        return [future.result() for future in [pool.submit(call) for call in calls]]
 
 
 def start(printing: str = "ALLOWED_HOSTS", **env: str | None) -> subprocess.CompletedProcess[str]:
@@ -45,26 +59,33 @@ def start(printing: str = "ALLOWED_HOSTS", **env: str | None) -> subprocess.Comp
     )
 
 
-@pytest.mark.parametrize(
-    "name, value",
-    [
-        ("A2A_TASK_LEASE_SECONDS", "2m"),
-        ("A2A_TASK_LEASE_SECONDS", "1e999"),
-        ("A2A_BLOCKING_TIMEOUT_SECONDS", "-1"),
-        ("A2A_POLL_INTERVAL_SECONDS", "0"),
-        ("A2A_MAX_REQUEST_BYTES", "0"),
-        ("A2A_MAX_BATCH_REQUESTS", "lots"),
-        ("A2A_PUBLIC_BASE_URL", "agents.example.com"),
-        ("DJANGO_SECRET_KEY", ""),
-        ("A2A_TASK_LEASE_SECONDS", "0.1"),
-        ("A2A_PUSH_EVENT_KINDS", "status_update,bogus"),
-        ("A2A_AUTH_CACHE_SECONDS", "-1"),
-        ("A2A_AUTH_CACHE_SECONDS", "1s"),
-        ("LOG_LEVEL", "LOUD"),
-    ],
-)
-def test_bad_values_stop_start_up_and_name_the_setting(name, value):
-    result = start(**{name: value})
+BAD_VALUES = [
+    ("A2A_TASK_LEASE_SECONDS", "2m"),
+    ("A2A_TASK_LEASE_SECONDS", "1e999"),
+    ("A2A_BLOCKING_TIMEOUT_SECONDS", "-1"),
+    ("A2A_POLL_INTERVAL_SECONDS", "0"),
+    ("A2A_MAX_REQUEST_BYTES", "0"),
+    ("A2A_MAX_BATCH_REQUESTS", "lots"),
+    ("A2A_PUBLIC_BASE_URL", "agents.example.com"),
+    ("DJANGO_SECRET_KEY", ""),
+    ("A2A_TASK_LEASE_SECONDS", "0.1"),
+    ("A2A_PUSH_EVENT_KINDS", "status_update,bogus"),
+    ("A2A_AUTH_CACHE_SECONDS", "-1"),
+    ("A2A_AUTH_CACHE_SECONDS", "1s"),
+    ("LOG_LEVEL", "LOUD"),
+]
+
+
+@pytest.fixture(scope="module")
+def started_with_bad_values() -> dict[tuple[str, str], subprocess.CompletedProcess[str]]:
+    """Django started with each of BAD_VALUES, side by side: what each start printed."""
+    results = at_once(*(partial(start, **{name: value}) for name, value in BAD_VALUES))
+    return dict(zip(BAD_VALUES, results, strict=True))
+
+
+@pytest.mark.parametrize("name, value", BAD_VALUES)
+def test_bad_values_stop_start_up_and_name_the_setting(started_with_bad_values, name, value):
+    result = started_with_bad_values[name, value]
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and name in result.stderr
 
@@ -72,17 +93,19 @@ def test_bad_values_stop_start_up_and_name_the_setting(name, value):
 def test_secret_file_and_public_host(tmp_path):
     secret = tmp_path / "key"
     secret.write_text("from-a-file\n")
-    result = start(
-        DJANGO_SECRET_KEY="",
-        DJANGO_SECRET_KEY_FILE=str(secret),
-        A2A_PUBLIC_BASE_URL="https://agents.example.com",
-        DJANGO_ALLOWED_HOSTS="web",
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    result, failed = at_once(
+        lambda: start(
+            DJANGO_SECRET_KEY="",
+            DJANGO_SECRET_KEY_FILE=str(secret),
+            A2A_PUBLIC_BASE_URL="https://agents.example.com",
+            DJANGO_ALLOWED_HOSTS="web",
+        ),
+        lambda: start(DJANGO_SECRET_KEY_FILE=str(empty)),
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['agents.example.com', 'web']"
-    empty = tmp_path / "empty"
-    empty.write_text("")
-    failed = start(DJANGO_SECRET_KEY_FILE=str(empty))
     assert failed.returncode != 0 and "is empty" in failed.stderr
 
 
@@ -109,11 +132,13 @@ def test_without_a_key_the_production_profile_stops_and_says_so(tmp_path):
 
 def test_what_make_run_derived_is_read_from_the_var_dir_and_the_environment_wins(tmp_path):
     (tmp_path / "run.env").write_text("A2A_PUBLIC_BASE_URL=http://127.0.0.1:8765\n")
-    derived = start("A2A_PUBLIC_BASE_URL", A2A_VAR_DIR=str(tmp_path))
-    assert derived.stdout.strip() == "http://127.0.0.1:8765", derived.stderr
-    chosen = start(
-        "A2A_PUBLIC_BASE_URL", A2A_VAR_DIR=str(tmp_path), A2A_PUBLIC_BASE_URL="http://h:1"
+    derived, chosen = at_once(
+        lambda: start("A2A_PUBLIC_BASE_URL", A2A_VAR_DIR=str(tmp_path)),
+        lambda: start(
+            "A2A_PUBLIC_BASE_URL", A2A_VAR_DIR=str(tmp_path), A2A_PUBLIC_BASE_URL="http://h:1"
+        ),
     )
+    assert derived.stdout.strip() == "http://127.0.0.1:8765", derived.stderr
     assert chosen.stdout.strip() == "http://h:1", chosen.stderr
 
 
@@ -135,9 +160,13 @@ def test_bad_metrics_settings_stop_start_up(name, raw):
 def test_metrics_settings_from_the_environment_and_a_file(tmp_path):
     secret = tmp_path / "token"
     secret.write_text("from-a-file\n")
-    assert start("A2A_METRICS_TOKEN", A2A_METRICS_TOKEN_FILE=str(secret)).stdout == "from-a-file\n"
-    assert start("A2A_METRICS_TOKEN").stdout == "\n"  # unset
-    listen = start("A2A_GRPC_METRICS_LISTEN", A2A_GRPC_METRICS_LISTEN="[::1]:9100")
+    from_file, unset, listen = at_once(
+        lambda: start("A2A_METRICS_TOKEN", A2A_METRICS_TOKEN_FILE=str(secret)),
+        lambda: start("A2A_METRICS_TOKEN"),
+        lambda: start("A2A_GRPC_METRICS_LISTEN", A2A_GRPC_METRICS_LISTEN="[::1]:9100"),
+    )
+    assert from_file.stdout == "from-a-file\n"
+    assert unset.stdout == "\n"
     assert listen.stdout == "[::1]:9100\n"
 
 
@@ -181,11 +210,9 @@ def test_without_a_key_the_production_profile_says_so_in_one_line(tmp_path, argv
 STORED_UNDER = "the-key-that-stored-the-secrets"
 
 
-@pytest.fixture(scope="module")
-def stored(tmp_path_factory) -> Path:
-    """An embedded profile's var dir whose database holds a secret (a tenant's signing key)
-    encrypted under the key derived from STORED_UNDER."""
-    var = tmp_path_factory.mktemp("stored")
+def _store(var: Path) -> Path:
+    """`var` made an embedded profile's var dir whose database holds a secret (a tenant's
+    signing key) encrypted under the key derived from STORED_UNDER."""
     for argv in (
         ["migrate", "--noinput"],
         ["create_tenant", "acme"],
@@ -201,36 +228,76 @@ def stored(tmp_path_factory) -> Path:
     return var
 
 
+@pytest.fixture(scope="module")
+def _storing(tmp_path_factory) -> Iterator[Future[Path]]:
+    """_store, on a thread of its own."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield pool.submit(_store, tmp_path_factory.mktemp("stored"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _store_beside_the_other_tests(request) -> None:
+    """The three commands that store the secrets run one after another: when a test of this
+    module that needs them is to run, they start with the module, beside the tests before it."""
+    set_up_if_selected(request, "_storing")
+
+
+@pytest.fixture(scope="module")
+def stored(_storing) -> Path:
+    """An embedded profile's var dir whose database holds a secret (a tenant's signing key)
+    encrypted under the key derived from STORED_UNDER."""
+    return _storing.result()
+
+
 def test_the_key_that_stored_the_secrets_starts_the_commands(stored):
     result = command(["create_api_key", "acme", "ci"], stored, DJANGO_SECRET_KEY=STORED_UNDER)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("api key: ")
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["create_tenant", "other"],
-        ["create_agent", "acme", "bot", "--kind", "echo"],
-        ["create_api_key", "acme", "ci"],
-        ["seed_demo"],
-        ["runweb", "--port", "{port}"],
-        ["rungrpc"],
-        ["celeryworker", "agents"],
-        ["celery", "-A", "a2a_platform", "beat", "--schedule", "{var}/celerybeat-schedule"],
+ENTRY_POINTS = {
+    "create_tenant": ["create_tenant", "other"],
+    "create_agent": ["create_agent", "acme", "bot", "--kind", "echo"],
+    "create_api_key": ["create_api_key", "acme", "ci"],
+    "seed_demo": ["seed_demo"],
+    "runweb": ["runweb", "--port", "{port}"],
+    "rungrpc": ["rungrpc"],
+    "celeryworker": ["celeryworker", "agents"],
+    "celery-beat": [
+        "celery",
+        "-A",
+        "a2a_platform",
+        "beat",
+        "--schedule",
+        "{var}/celerybeat-schedule",
     ],
-    ids=lambda argv: argv[0] if argv[0] != "celery" else "celery-beat",
-)
-def test_another_key_stops_every_entry_point_in_one_line(stored, argv):
+}
+
+
+@pytest.fixture(scope="module")
+def started_with_another_key(stored) -> dict[str, tuple[subprocess.CompletedProcess[str], int]]:
+    """Every entry point started on `stored` with another key than the one that stored the
+    secrets, side by side (each is a process of its own): what each printed, and the port
+    it was given to listen on."""
+
+    def start_one(argv: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
+        port = _free_port()
+        result = command(
+            [a.format(port=port, var=stored) for a in argv],
+            stored,
+            DJANGO_SECRET_KEY="another-key",
+            A2A_GRPC_LISTEN=f"127.0.0.1:{_free_port()}",
+        )
+        return result, port
+
+    results = at_once(*(partial(start_one, argv) for argv in ENTRY_POINTS.values()))
+    return dict(zip(ENTRY_POINTS, results, strict=True))
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS)
+def test_another_key_stops_every_entry_point_in_one_line(started_with_another_key, entry_point):
     # given secrets stored under one key, when a process starts with another
-    port = _free_port()
-    argv = [a.format(port=port, var=stored) for a in argv]
-    result = command(
-        argv,
-        stored,
-        DJANGO_SECRET_KEY="another-key",
-        A2A_GRPC_LISTEN=f"127.0.0.1:{_free_port()}",
-    )
+    result, port = started_with_another_key[entry_point]
     # then it stops before doing anything, saying which setting and what to do, in one line
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
@@ -245,15 +312,17 @@ def test_another_key_stops_every_entry_point_in_one_line(stored, argv):
 
 def test_rotating_to_new_keys_needs_the_old_one_listed_after_them(stored):
     new = Fernet.generate_key().decode()
-    alone = command(["create_api_key", "acme", "ci"], stored, A2A_ENCRYPTION_KEYS=new)
+    alone, both = at_once(
+        lambda: command(["create_api_key", "acme", "ci"], stored, A2A_ENCRYPTION_KEYS=new),
+        lambda: command(
+            ["create_api_key", "acme", "ci"],
+            stored,
+            A2A_ENCRYPTION_KEYS=f"{new},{derived_key(STORED_UNDER)}",
+        ),
+    )
     assert alone.returncode == 1
     assert alone.stderr.startswith("ImproperlyConfigured: No key of A2A_ENCRYPTION_KEYS")
     assert "A2A_ENCRYPTION_KEYS=new,old" in alone.stderr
-    both = command(
-        ["create_api_key", "acme", "ci"],
-        stored,
-        A2A_ENCRYPTION_KEYS=f"{new},{derived_key(STORED_UNDER)}",
-    )
     assert both.returncode == 0, both.stderr
 
 
@@ -263,9 +332,11 @@ def test_behind_a_tls_proxy_forwarded_https_is_trusted_only_when_asked_and_cooki
     printing = (
         "SECURE_PROXY_SSL_HEADER, settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE"
     )
-    plain = start(printing, A2A_PUBLIC_BASE_URL="http://127.0.0.1:8000")
+    plain, proxied, untrusted = at_once(
+        lambda: start(printing, A2A_PUBLIC_BASE_URL="http://127.0.0.1:8000"),
+        lambda: start(printing, A2A_TRUST_X_FORWARDED_PROTO="true", **https),
+        lambda: start(printing, **https),
+    )
     assert plain.stdout.strip() == "None False False", plain.stderr
-    proxied = start(printing, A2A_TRUST_X_FORWARDED_PROTO="true", **https)
     assert proxied.stdout.strip() == "('HTTP_X_FORWARDED_PROTO', 'https') True True", proxied.stderr
-    untrusted = start(printing, **https)
     assert untrusted.stdout.strip() == "None True True", untrusted.stderr

@@ -13,6 +13,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +21,8 @@ import termios
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,7 @@ from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ..conftest import ROOT, _free_port, _wait_for_port
+from ..conftest import ROOT, _free_port, _wait_for_port, set_up_if_selected
 from .clients import sdk_client, user_message
 
 pytestmark = pytest.mark.e2e
@@ -174,8 +177,41 @@ def _gone(sid: int, seconds: float) -> list[str]:
     return left
 
 
+def _migrated_with_a_secret(var: Path) -> Path:
+    """`var` made a var dir whose database is migrated and holds a secret (a tenant's signing
+    key) stored under the var dir's own key, as the commands a user runs leave it."""
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
+    store = (
+        "from agents.models import Tenant; from agents.services import signing_key_active, "
+        "tenant_create; signing_key_active(tenant=tenant_create(slug='acme'))"
+    )
+    for argv in (["migrate", "--noinput"], ["shell", "-c", store]):
+        done = _shell([".venv/bin/python", "manage.py", *argv], env, timeout=120)
+        assert done.returncode == 0, done.stderr
+    return var
+
+
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory):
+def migrated(tmp_path_factory) -> Iterator[Future[Path]]:
+    """A var dir made by _migrated_with_a_secret, on a thread; tests take copies of it."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield pool.submit(_migrated_with_a_secret, tmp_path_factory.mktemp("migrated") / "var")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _migrate_beside_the_first_start(request) -> None:
+    """Its two commands, one process at a time, start with the module: beside the embedded
+    instance's start, whose migrate and seed_demo also use one CPU at a time."""
+    set_up_if_selected(request, "migrated")
+
+
+def _copy_of(migrated: Future[Path], var: Path) -> Path:
+    shutil.copytree(migrated.result(), var)
+    return var
+
+
+@pytest.fixture(scope="module")
+def embedded(request, tmp_path_factory):
     var = tmp_path_factory.mktemp("embedded")
     port, grpc_port, log = _free_port(), _free_port(), var / "run.log"
     run = _run_sh(var, port, log, grpc_port)
@@ -188,6 +224,9 @@ def embedded(tmp_path_factory):
         key = _started(run, port, log)
         grpc_address = _printed(log, r"^gRPC \(.*\): (\S+)$", run)
         base = f"http://127.0.0.1:{port}/a2a/demo/"
+        # Up: from here this instance mostly waits on its tests' requests, and the Ctrl-C
+        # test's `make run` can come up meanwhile.
+        set_up_if_selected(request, "in_a_terminal")
         yield Embedded(base, key, grpc_address, log, up_at, answered)
     finally:
         run.send_signal(signal.SIGTERM)  # what Ctrl-C or `kill` does to `make run`
@@ -230,43 +269,6 @@ def test_the_summary_comes_last_once_every_process_answers(embedded):
         "console",
     ]
     assert not re.search(r"^(API key|console login)", before, re.M)
-
-
-def test_every_line_is_tagged_and_housekeeping_is_quiet_by_default(embedded):
-    # given the platform up for 20 s at the default log level (beat sends the reaper every 5 s
-    # and the push dispatcher every 15 s), and the other tests' requests meanwhile
-    time.sleep(max(0.0, 20 - (time.monotonic() - embedded.up_at)))
-    # the maintenance worker did run them (Celery's own count, over remote control)
-    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(embedded.log.parent)}
-    inspected = _shell(
-        [".venv/bin/celery", "-A", "a2a_platform", "inspect", "stats", "--json"]
-        + ["--destination", f"maintenance@{socket.gethostname()}"],
-        env,
-    )
-    assert inspected.returncode == 0, inspected.stderr
-    done = json.loads(inspected.stdout)[f"maintenance@{socket.gethostname()}"]["total"]
-    assert done.get("tasks_app.tasks.reap_stuck_tasks_task", 0) >= 2, done
-    # then every line a process wrote is led by its name, run.sh's summary apart
-    text = embedded.log.read_text()
-    before, summary = re.split(SUMMARY, text, maxsplit=1, flags=re.M)
-    after = summary.split(RULE + "\n", 1)[1]
-    untagged = [ln for ln in (before + after).splitlines() if ln and not TAGGED.match(ln)]
-    assert not untagged, "\n".join(untagged)
-    # and the housekeeping said nothing: no beat sends, no maintenance jobs, no "received"
-    # lines, no access log, and no complaint of the filesystem broker about its host
-    for noise in (
-        "Sending due task",
-        "reap_stuck_tasks_task",
-        "push_dispatch_due_task",
-        "] received",
-        '"GET ',
-        "No hostname was supplied",
-    ):
-        assert noise not in text, noise
-    assert not re.search(r"^beat +\| ", after, re.M)
-    # one line at most per job: each agent run's outcome, once
-    runs = re.findall(r"run_agent_task\[([0-9a-f-]+)\]", after)
-    assert len(runs) == len(set(runs))
 
 
 def test_concurrent_sends_all_complete_on_sqlite_and_the_filesystem_broker(embedded):
@@ -469,100 +471,42 @@ def test_the_readme_registration_works_as_printed(embedded):
     assert "hi" in json.dumps(task["artifacts"])
 
 
-def _make_run_in_a_terminal(var: Path, port: int, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """`make run` as typed in a terminal: a pseudo-terminal of its own is its controlling
-    terminal (so Ctrl-C typed there is the terminal's SIGINT to its foreground job); what it
-    prints is copied to `log`. The process and the terminal's master end, to type into."""
-    master, slave = pty.openpty()
-
-    def take_the_terminal() -> None:  # in the child, after setsid (start_new_session)
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
-    env.update(PORT=str(port), GRPC_PORT=str(_free_port()))
-    var.mkdir(parents=True, exist_ok=True)
-    run = subprocess.Popen(
-        ["make", "--no-print-directory", "run"],
-        cwd=ROOT,
-        env=env,
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        start_new_session=True,
-        preexec_fn=take_the_terminal,
+def test_every_line_is_tagged_and_housekeeping_is_quiet_by_default(embedded):
+    # given the platform up for 20 s at the default log level (beat sends the reaper every 5 s
+    # and the push dispatcher every 15 s), and the other tests' requests meanwhile (this test
+    # comes after them: their time counts toward the 20 s)
+    time.sleep(max(0.0, 20 - (time.monotonic() - embedded.up_at)))
+    # the maintenance worker did run them (Celery's own count, over remote control)
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(embedded.log.parent)}
+    inspected = _shell(
+        [".venv/bin/celery", "-A", "a2a_platform", "inspect", "stats", "--json"]
+        + ["--destination", f"maintenance@{socket.gethostname()}"],
+        env,
     )
-    os.close(slave)
-
-    out = log.open("wb")  # here, so that the log exists before anything reads it
-
-    def copy() -> None:
-        with out:
-            while True:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # the terminal closed: everything on it has exited
-                    return
-                if not data:
-                    return
-                out.write(data.replace(b"\r\n", b"\n"))
-                out.flush()
-
-    threading.Thread(target=copy, daemon=True).start()
-    return run, master
-
-
-def test_ctrl_c_stops_make_run_with_exit_0_within_15_s_while_a_run_is_in_progress(tmp_path):
-    var, port, log = tmp_path / "var", _free_port(), tmp_path / "run.log"
-    run, terminal = _make_run_in_a_terminal(var, port, log)
-    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
-    try:
-        key = _started(run, port, log)
-        # given an agent that takes a minute, with a run of it in progress
-        made = _shell(
-            [".venv/bin/python", "manage.py", "create_agent", "demo", "slow", "--kind", "echo"]
-            + ["--config", '{"delay_seconds": 60}', "--description", "Slow"],
-            env,
-        )
-        assert made.returncode == 0, made.stderr
-        url = f"http://127.0.0.1:{port}/a2a/demo/slow/"
-        headers = {"X-API-Key": key, "A2A-Version": "1.0"}
-        message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "x"}]}
-        send = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {"message": message, "configuration": {"returnImmediately": True}},
-        }
-        task_id = httpx.post(url, json=send, headers=headers, timeout=30).json()["result"]["task"][
-            "id"
-        ]
-        get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
-        deadline = time.monotonic() + 60
-        state = ""
-        while state != "TASK_STATE_WORKING" and time.monotonic() < deadline:
-            time.sleep(0.2)
-            state = httpx.post(url, json=get, headers=headers, timeout=10).json()["result"]
-            state = state["status"]["state"]
-        assert state == "TASK_STATE_WORKING"
-        # when the user presses Ctrl-C at the terminal `make run` was typed in
-        pressed = time.monotonic()
-        os.write(terminal, b"\x03")
-        code = run.wait(timeout=60)
-        took = time.monotonic() - pressed
-        # then make run ends cleanly and soon (make too: no "Interrupt"), leaving nothing running
-        assert code == 0, log.read_text()[-3000:]
-        assert took < 15, f"stopping took {took:.1f} s"
-        assert not _gone(run.pid, 5)
-        # and quietly: no traceback, no error, no process killed by a signal
-        stopping = log.read_text().split(RULE + "\n", 1)[1]
-        for scary in ("Traceback", "ERROR", "CRITICAL", "exited with signal", "exited (status"):
-            assert scary not in stopping, stopping
-        assert "make: ***" not in stopping, stopping
-    finally:
-        if run.poll() is None:
-            _kill_session(run.pid)
-            run.wait()
-        os.close(terminal)
+    assert inspected.returncode == 0, inspected.stderr
+    done = json.loads(inspected.stdout)[f"maintenance@{socket.gethostname()}"]["total"]
+    assert done.get("tasks_app.tasks.reap_stuck_tasks_task", 0) >= 2, done
+    # then every line a process wrote is led by its name, run.sh's summary apart
+    text = embedded.log.read_text()
+    before, summary = re.split(SUMMARY, text, maxsplit=1, flags=re.M)
+    after = summary.split(RULE + "\n", 1)[1]
+    untagged = [ln for ln in (before + after).splitlines() if ln and not TAGGED.match(ln)]
+    assert not untagged, "\n".join(untagged)
+    # and the housekeeping said nothing: no beat sends, no maintenance jobs, no "received"
+    # lines, no access log, and no complaint of the filesystem broker about its host
+    for noise in (
+        "Sending due task",
+        "reap_stuck_tasks_task",
+        "push_dispatch_due_task",
+        "] received",
+        '"GET ',
+        "No hostname was supplied",
+    ):
+        assert noise not in text, noise
+    assert not re.search(r"^beat +\| ", after, re.M)
+    # one line at most per job: each agent run's outcome, once
+    runs = re.findall(r"run_agent_task\[([0-9a-f-]+)\]", after)
+    assert len(runs) == len(set(runs))
 
 
 @pytest.mark.parametrize("taken", ["PORT", "GRPC_PORT"])
@@ -587,17 +531,11 @@ def test_a_taken_port_is_said_before_anything_starts(tmp_path, taken):
     assert not _gone(run.pid, 5)
 
 
-def test_a_key_that_does_not_read_the_stored_secrets_stops_make_run_before_the_logins(tmp_path):
+def test_a_key_that_does_not_read_the_stored_secrets_stops_make_run_before_the_logins(
+    migrated, tmp_path
+):
     # given a var dir whose database holds a secret stored under its key, and then another key
-    var, log = tmp_path / "var", tmp_path / "run.log"
-    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
-    store = (
-        "from agents.models import Tenant; from agents.services import signing_key_active, "
-        "tenant_create; signing_key_active(tenant=tenant_create(slug='acme'))"
-    )
-    for argv in (["migrate", "--noinput"], ["shell", "-c", store]):
-        done = _shell([".venv/bin/python", "manage.py", *argv], env, timeout=120)
-        assert done.returncode == 0, done.stderr
+    var, log = _copy_of(migrated, tmp_path / "var"), tmp_path / "run.log"
     (var / "secret_key").write_text("not-the-key-that-stored-them\n")
     # when make run starts
     run = _run_sh(var, _free_port(), log)
@@ -611,13 +549,11 @@ def test_a_key_that_does_not_read_the_stored_secrets_stops_make_run_before_the_l
     assert not _gone(run.pid, 5)
 
 
-def test_log_level_debug_shows_what_the_default_leaves_out(tmp_path):
+def test_log_level_debug_shows_what_the_default_leaves_out(migrated, tmp_path):
     """LOG_LEVEL governs beat and the workers too: at DEBUG, beat's sends and the maintenance
     jobs' outcomes are logged (the default level's quiet is the level's, not a silent beat)."""
-    var = tmp_path / "var"
+    var = _copy_of(migrated, tmp_path / "var")  # a migrated database, its key beside it
     env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var), "LOG_LEVEL": "DEBUG"}
-    done = _shell([".venv/bin/python", "manage.py", "migrate", "--noinput"], env, timeout=120)
-    assert done.returncode == 0, done.stderr
     logs = {name: tmp_path / f"{name}.log" for name in ("beat", "maintenance")}
     started = [
         subprocess.Popen(
@@ -654,3 +590,140 @@ def test_log_level_debug_shows_what_the_default_leaves_out(tmp_path):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def _make_run_in_a_terminal(
+    var: Path, port: int, log: Path, **env: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`make run` as typed in a terminal: a pseudo-terminal of its own is its controlling
+    terminal (so Ctrl-C typed there is the terminal's SIGINT to its foreground job); what it
+    prints is copied to `log`. The process and the terminal's master end, to type into."""
+    master, slave = pty.openpty()
+
+    def take_the_terminal() -> None:  # in the child, after setsid (start_new_session)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var), **env}
+    env.update(PORT=str(port), GRPC_PORT=str(_free_port()))
+    var.mkdir(parents=True, exist_ok=True)
+    run = subprocess.Popen(
+        ["make", "--no-print-directory", "run"],
+        cwd=ROOT,
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=take_the_terminal,
+    )
+    os.close(slave)
+
+    out = log.open("wb")  # here, so that the log exists before anything reads it
+
+    def copy() -> None:
+        with out:
+            while True:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # the terminal closed: everything on it has exited
+                    return
+                if not data:
+                    return
+                out.write(data.replace(b"\r\n", b"\n"))
+                out.flush()
+
+    threading.Thread(target=copy, daemon=True).start()
+    return run, master
+
+
+@dataclass
+class InATerminal:
+    run: subprocess.Popen[bytes]  # make
+    terminal: int  # the terminal's master end, to type into
+    log: Path
+    slow: str  # the URL of an agent that takes a minute
+    key: str  # the demo's, as printed
+
+
+def _up_with_a_slow_agent(
+    run: subprocess.Popen[bytes], terminal: int, var: Path, port: int, log: Path
+) -> InATerminal:
+    """Once `make run` is up: the printed key, and an agent that takes a minute, registered
+    as a user registers one."""
+    key = _started(run, port, log)
+    made = _shell(
+        [".venv/bin/python", "manage.py", "create_agent", "demo", "slow", "--kind", "echo"]
+        + ["--config", '{"delay_seconds": 60}', "--description", "Slow"],
+        {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)},
+    )
+    assert made.returncode == 0, made.stderr
+    return InATerminal(run, terminal, log, f"http://127.0.0.1:{port}/a2a/demo/slow/", key)
+
+
+def _end(run: subprocess.Popen[bytes]) -> None:
+    if run.poll() is None:
+        _kill_session(run.pid)
+        run.wait()
+
+
+@pytest.fixture(scope="module")
+def in_a_terminal(tmp_path_factory) -> Iterator[Future[InATerminal]]:
+    """`make run` typed in a terminal, with a var dir of its own, coming up on a thread with an
+    agent that takes a minute. Set up once the embedded instance is up (see `embedded`), it
+    comes up while that instance's tests and the ones above with var dirs of their own run,
+    which leave it most of the CPU; its test comes last."""
+    root = tmp_path_factory.mktemp("terminal")
+    var, port, log = root / "var", _free_port(), root / "run.log"
+    # It shares the machine with those tests, so its start may take longer than on a user's:
+    # it waits for its processes as long as the test waits for it (how long is not what the
+    # test is about).
+    run, terminal = _make_run_in_a_terminal(var, port, log, A2A_START_SECONDS="150")
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        yield pool.submit(_up_with_a_slow_agent, run, terminal, var, port, log)
+    finally:
+        _end(run)  # first: a start still under way then ends at once
+        pool.shutdown()
+        os.close(terminal)
+
+
+def test_ctrl_c_stops_make_run_with_exit_0_within_15_s_while_a_run_is_in_progress(in_a_terminal):
+    # given make run up in a terminal, and an agent that takes a minute
+    up = in_a_terminal.result()
+    run, log = up.run, up.log
+    try:
+        # with a run of it in progress
+        headers = {"X-API-Key": up.key, "A2A-Version": "1.0"}
+        message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "x"}]}
+        send = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": message, "configuration": {"returnImmediately": True}},
+        }
+        sent = httpx.post(up.slow, json=send, headers=headers, timeout=30).json()
+        task_id = sent["result"]["task"]["id"]
+        get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+        deadline = time.monotonic() + 60
+        state = ""
+        while state != "TASK_STATE_WORKING" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            state = httpx.post(up.slow, json=get, headers=headers, timeout=10).json()["result"]
+            state = state["status"]["state"]
+        assert state == "TASK_STATE_WORKING"
+        # when the user presses Ctrl-C at the terminal `make run` was typed in
+        pressed = time.monotonic()
+        os.write(up.terminal, b"\x03")
+        code = run.wait(timeout=60)
+        took = time.monotonic() - pressed
+        # then make run ends cleanly and soon (make too: no "Interrupt"), leaving nothing running
+        assert code == 0, log.read_text()[-3000:]
+        assert took < 15, f"stopping took {took:.1f} s"
+        assert not _gone(run.pid, 5)
+        # and quietly: no traceback, no error, no process killed by a signal
+        stopping = log.read_text().split(RULE + "\n", 1)[1]
+        for scary in ("Traceback", "ERROR", "CRITICAL", "exited with signal", "exited (status"):
+            assert scary not in stopping, stopping
+        assert "make: ***" not in stopping, stopping
+    finally:
+        _end(run)

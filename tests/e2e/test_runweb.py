@@ -116,13 +116,19 @@ def _state(pid: int) -> str:
 
 def test_several_processes_need_a_shared_channel_layer(live_platform, tmp_path):
     env = {k: v for k, v in live_platform.env.items() if k != "REDIS_URL"}
+    # Asked for on the command line, and in the environment (both started at once: each is a
+    # process of its own).
     web = runweb(env, _free_port(), tmp_path / "web.log", "--processes", "2")
-    assert web.wait(60) != 0
-    said = (tmp_path / "web.log").read_text()
-    assert "--processes 2 needs a shared channel layer (REDIS_URL)" in said, said
-    assert "Traceback" not in said
-    # Asked for in the environment, it is refused the same way, not quietly made one.
-    web = runweb({**env, "A2A_WEB_PROCESSES": "3"}, _free_port(), tmp_path / "env.log")
-    assert web.wait(60) != 0
-    said = (tmp_path / "env.log").read_text()
-    assert "A2A_WEB_PROCESSES=3 needs a shared channel layer (REDIS_URL)" in said, said
+    from_env = runweb({**env, "A2A_WEB_PROCESSES": "3"}, _free_port(), tmp_path / "env.log")
+    try:
+        assert web.wait(60) != 0
+        said = (tmp_path / "web.log").read_text()
+        assert "--processes 2 needs a shared channel layer (REDIS_URL)" in said, said
+        assert "Traceback" not in said
+        # In the environment, it is refused the same way, not quietly made one.
+        assert from_env.wait(60) != 0
+        said = (tmp_path / "env.log").read_text()
+        assert "A2A_WEB_PROCESSES=3 needs a shared channel layer (REDIS_URL)" in said, said
+    finally:
+        stop_process(web)
+        stop_process(from_env)
