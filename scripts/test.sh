@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
+# Only the servers this run starts are ever stopped: a run started from within another (the
+# suite's own tests of this script) must not stop the servers of the run around it.
+unset SERVICES_DIR
 trap services_stop EXIT
 # Chromium first: in CI its absence ends the run before anything is started.
 if ! services_ensure_chromium && _svc_in_ci; then

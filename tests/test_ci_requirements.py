@@ -87,3 +87,27 @@ def test_require_fails_in_ci_and_skips_elsewhere(monkeypatch):
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="^Redis$"):
         require(False, "Redis")
+
+
+def test_a_run_that_stops_early_leaves_the_servers_of_the_run_around_it_alone(tmp_path):
+    # given: a server of a run in progress, as that run's exported SERVICES_DIR names it
+    outer = tmp_path / "a2a-test-services.outer"
+    (outer / "pg").mkdir(parents=True)
+    server = subprocess.Popen(["sleep", "60"])
+    try:
+        (outer / "redis.pid").write_text(f"{server.pid}\n")
+        # when: a run started inside it stops at once (no PostgreSQL)
+        done = run(
+            "scripts/test.sh -q tests/test_docs.py",
+            CI="true",
+            A2A_CHROMIUM_BIN=AN_EXECUTABLE,
+            A2A_PG_BIN=NOWHERE,
+            SERVICES_DIR=str(outer),
+        )
+        # then: it stopped, and the outer run's server and its folder are untouched
+        assert done.returncode != 0, done
+        assert server.poll() is None, "the inner run stopped the outer run's server"
+        assert (outer / "pg").is_dir()
+    finally:
+        server.kill()
+        server.wait()
