@@ -11,6 +11,7 @@ and it still says when beat last ticked after beat has stopped.
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import threading
 import time
@@ -57,7 +58,15 @@ class Scheduler(celery_beat.PersistentScheduler):
                 name="beat-record",
                 daemon=True,
             )
-            self._recording.start()
+            # Celery's stop signals raise SystemExit in their handler; one that lands inside
+            # Thread.start()'s wait breaks its lock and beat exits with a traceback. Held
+            # back for that moment, the signal is taken right after, where SystemExit is clean.
+            stops = {signal.SIGINT, signal.SIGTERM, signal.SIGQUIT}
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+            try:
+                self._recording.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return interval
 
 
