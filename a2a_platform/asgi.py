@@ -31,6 +31,9 @@ from django.urls import get_resolver, set_script_prefix  # noqa: E402
 from django.utils.module_loading import import_string  # noqa: E402
 
 from a2a_platform import heap  # noqa: E402
+from a2a_platform.db import db  # noqa: E402
+from agents.hosts import LOOKUP, host_agent, host_agent_nowait  # noqa: E402
+from agents.views import AGENT_HOST_SCOPE_KEY  # noqa: E402
 
 # The middleware of the A2A protocol paths: of settings.MIDDLEWARE, those whose hooks only read
 # the request and set headers or redirect (no session, user, CSRF token or messages: the A2A
@@ -148,6 +151,43 @@ class A2APaths:
             await self.django_app(scope, receive, send)
 
 
+class AgentHosts:
+    """Requests to an agent's own host name (agents.hosts: the operator's pattern, or a custom
+    domain) are that agent's: `/<path>` there is `/a2a/<tenant>/<agent>/<path>` (the tenant's
+    JWKS at `/.well-known/jwks.json`), and the host is kept in the scope for the card's URLs."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and (host := _host_header(scope)):
+            found = host_agent_nowait(host)
+            if found == LOOKUP:
+                found = await db(host_agent)(host)
+            if found:
+                tenant, agent = found
+                path = scope["path"]
+                prefix = (
+                    f"/a2a/{tenant}"
+                    if path == "/.well-known/jwks.json"
+                    else f"/a2a/{tenant}/{agent}"
+                )
+                scope = {
+                    **scope,
+                    "path": prefix + path,
+                    "raw_path": prefix.encode() + scope.get("raw_path", path.encode()),
+                    AGENT_HOST_SCOPE_KEY: host,
+                }
+        await self.app(scope, receive, send)
+
+
+def _host_header(scope: dict[str, Any]) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"host":
+            return value.decode("latin-1")
+    return ""
+
+
 class StaticFiles(ASGIStaticFilesHandler):
     """Django's handler, answering a path that tries to leave the static folders (`..`) with
     404 instead of a 500, and with `nosniff` like the rest of the site."""
@@ -176,7 +216,7 @@ class _WebRequest(http_protocol.WebRequest):
 http_protocol.WebRequest = _WebRequest
 
 application = ProtocolTypeRouter(
-    {"http": StaticFiles(A2APaths(django_asgi_app, A2AProtocolHandler()))}
+    {"http": AgentHosts(StaticFiles(A2APaths(django_asgi_app, A2AProtocolHandler())))}
 )
 
 # The URL patterns loaded and indexed now, so that they are among the objects frozen.

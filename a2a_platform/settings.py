@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,6 +17,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from a2a_platform.hosts import AllowedHosts
 from a2a_platform.secret_key import var_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -98,9 +100,33 @@ if _public.scheme not in ("http", "https") or not _public.hostname:
     raise ImproperlyConfigured(
         f"A2A_PUBLIC_BASE_URL must be an absolute http(s) URL, got {A2A_PUBLIC_BASE_URL!r}."
     )
-# The public host is always allowed: cards hand out URLs on it.
-ALLOWED_HOSTS = [_public.hostname] + env.list(
-    "DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1"]
+# Agents' own host names (agents/hosts.py): `{agent}` and `{tenant}` stand for the slugs, as in
+# `{agent}--{tenant}.agents.example.com`. On such a host the agent is the whole server (its card
+# at /.well-known/agent-card.json, JSON-RPC and REST v1.0 at /, REST v0.3 at /v1/). Unset: agents
+# live only under /a2a/<tenant>/<agent>/ (and at their custom domains, if any).
+A2A_AGENT_HOST_PATTERN = env.str("A2A_AGENT_HOST_PATTERN", default="").strip().lower()
+if A2A_AGENT_HOST_PATTERN and (
+    A2A_AGENT_HOST_PATTERN.count("{agent}") != 1
+    or A2A_AGENT_HOST_PATTERN.count("{tenant}") != 1
+    or not re.fullmatch(r"[a-z0-9.{}-]+", A2A_AGENT_HOST_PATTERN)
+    or "." not in A2A_AGENT_HOST_PATTERN.rpartition("}")[2]
+):
+    raise ImproperlyConfigured(
+        "A2A_AGENT_HOST_PATTERN must be a host name holding {agent} and {tenant} once each, "
+        "followed by a domain (e.g. '{agent}--{tenant}.agents.example.com'), got "
+        f"{A2A_AGENT_HOST_PATTERN!r}."
+    )
+# The domain every pattern host is under (`.agents.example.com`), allowed below.
+A2A_AGENT_HOST_DOMAIN = (
+    "." + A2A_AGENT_HOST_PATTERN.rpartition("}")[2].partition(".")[2]
+    if A2A_AGENT_HOST_PATTERN
+    else ""
+)
+# The public host is always allowed: cards hand out URLs on it; so is the agents' domain. An
+# agent's custom domain is allowed once agents/hosts.py has found it registered (AllowedHosts).
+ALLOWED_HOSTS = AllowedHosts(
+    [_public.hostname, *([A2A_AGENT_HOST_DOMAIN] if A2A_AGENT_HOST_DOMAIN else [])]
+    + env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1"])
 )
 CSRF_TRUSTED_ORIGINS = env.list(
     "DJANGO_CSRF_TRUSTED_ORIGINS", default=[f"{_public.scheme}://{_public.netloc}"]
@@ -417,8 +443,10 @@ A2A_GRPC_LISTEN = _host_port("A2A_GRPC_LISTEN", "127.0.0.1:50051")
 A2A_GRPC_PUBLIC_ADDRESS = (
     _host_port("A2A_GRPC_PUBLIC_ADDRESS", "") if env.str("A2A_GRPC_PUBLIC_ADDRESS", "") else ""
 )
-# The agent (`<tenant>/<agent>`) a call that names none goes to, if any.
-A2A_GRPC_DEFAULT_AGENT = _agent_path("A2A_GRPC_DEFAULT_AGENT")
+# The default agent (`<tenant>/<agent>`): its card is the one at the platform's own origin
+# (/.well-known/agent-card.json) and gRPC calls that name no agent go to it. Unset: the origin's
+# card is 404 and such calls are refused. A2A_GRPC_DEFAULT_AGENT is its earlier name.
+A2A_DEFAULT_AGENT = _agent_path("A2A_DEFAULT_AGENT") or _agent_path("A2A_GRPC_DEFAULT_AGENT")
 A2A_GRPC_TLS_CERT_FILE = env.str("A2A_GRPC_TLS_CERT_FILE", default="")
 A2A_GRPC_TLS_KEY_FILE = env.str("A2A_GRPC_TLS_KEY_FILE", default="")
 if bool(A2A_GRPC_TLS_CERT_FILE) != bool(A2A_GRPC_TLS_KEY_FILE):

@@ -92,9 +92,13 @@ class UnsafeUrl(Exception):
         self.reason = reason
 
 
-def url_check(url: str, *, policy: Policy = PUSH, what: str = "") -> None:
+def url_check(
+    url: str, *, policy: Policy = PUSH, what: str = "", unresolvable_ok: bool = False
+) -> None:
     """Raise UnsafeUrl unless `url` is an http(s) URL whose host resolves to allowed addresses.
     `what` names the URL in the reason (by default the policy's word for it).
+    `unresolvable_ok`: a name that does not resolve now passes (a URL used later, through the
+    guarded clients, whose connect-time check decides then); a refused address still fails.
 
     Blocking (it resolves the host): from async code, call it through sync_to_async.
     """
@@ -122,7 +126,11 @@ def url_check(url: str, *, policy: Policy = PUSH, what: str = "") -> None:
     port = parsed.port if parsed.port is not None else 443 if parsed.scheme == "https" else 80
     if not 0 < port < 65536:
         raise UnsafeUrl(f"{what} port {port} is out of range (1-65535).")
-    _resolve(host, port, policy, what)
+    try:
+        _resolve(host, port, policy, what)
+    except _Unresolvable:
+        if not unresolvable_ok:
+            raise
 
 
 def guarded_async_client(

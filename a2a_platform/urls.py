@@ -1,7 +1,9 @@
 """Root URLs: the admin, and every hosted agent under /a2a/<tenant>/<agent>/.
 
-Under an agent's root: its card, JSON-RPC (POST to the root), the REST v1.0 paths directly
-under it and the REST v0.3 paths under `v1/`.
+Under an agent's root: its card, JSON-RPC (POST to the root, with or without its slash), the
+REST v1.0 paths directly under it and the REST v0.3 paths under `v1/`. At an agent's own host
+name the same paths sit at the host's root (a2a_platform.asgi maps them here). The origin's
+well-known card is the default agent's.
 """
 
 from django.contrib import admin
@@ -12,7 +14,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from a2a_platform.health import healthz, readyz
 from a2a_platform.metrics import metrics
 from a2a_platform.versions import V0_3, V1_0
-from agents.views import agent_card, jwks, tenant_jwks
+from agents.views import agent_card, jwks, origin_agent_card, tenant_jwks
 from bindings import rest
 from bindings.callbacks import webhook_callback
 from bindings.jsonrpc import agent_jsonrpc
@@ -84,6 +86,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path(".well-known/jwks.json", jwks, name="jwks"),
+    path(".well-known/agent-card.json", origin_agent_card, name="origin-agent-card"),
+    path(".well-known/agent.json", origin_agent_card, name="origin-agent-card-legacy"),
     path("a2a/<slug:tenant_slug>/.well-known/jwks.json", tenant_jwks, name="tenant-jwks"),
     # Where `webhook` agents' services post the events of a run they accepted with 202.
     path("callbacks/<str:task_id>/", webhook_callback, name="webhook-callback"),
@@ -91,6 +95,8 @@ urlpatterns = [
     # The pre-0.3 location of the card, still fetched by older clients.
     path(agent + ".well-known/agent.json", agent_card, name="agent-card-legacy"),
     path(agent, agent_jsonrpc, name="agent-jsonrpc"),
+    # Served, not redirected: clients turn a 301 of a POST into a GET.
+    path(agent.rstrip("/"), agent_jsonrpc),
     path(agent + "v1/", include(rest_paths(V0_3, "rest03"))),
     path(agent, include(rest_paths(V1_0, "rest10"))),
     path(agent + "v1/<path:rest>", rest.UnknownPathView.as_view(dialect=V0_3)),

@@ -26,7 +26,7 @@ from typing import Generic, TypeVar
 from django.conf import settings
 
 from .models import Agent, ApiKey
-from .selectors import agent_get_active
+from .selectors import agent_get_active, agent_path_at_domain
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -80,6 +80,8 @@ class KeyRow:
 _agents: _Timed[tuple[str, str], Agent] = _Timed()
 _keys: _Timed[str, KeyRow] = _Timed()
 _agents_by_pk: _Timed[int, Agent] = _Timed()
+# A custom domain -> the `(tenant, agent)` slugs of the active agent registered at it.
+_domains: _Timed[str, tuple[str, str]] = _Timed()
 # When this process last wrote (or claimed to write) each key's last_used_at: a cached row
 # still shows the value it was read with.
 _touched: dict[int, datetime] = {}
@@ -116,6 +118,23 @@ def agent_by_pk(pk: int) -> Agent:
         agent = Agent.objects.select_related("tenant").get(pk=pk)
         _agents_by_pk.put(pk, agent, read_at)
     return agent
+
+
+def domain_agent_cached(host: str) -> tuple[str, str] | None:
+    """The `(tenant, agent)` at this custom domain if a fresh entry holds it; no database."""
+    return _domains.get(host)
+
+
+def domain_agent(host: str) -> tuple[str, str] | None:
+    """The `(tenant, agent)` slugs of the active agent whose custom domain is `host`, from the
+    cache when fresh; None when no active agent has it (not cached, as elsewhere)."""
+    found = _domains.get(host)
+    if found is None:
+        read_at = clock()
+        found = agent_path_at_domain(host)
+        if found is not None:
+            _domains.put(host, found, read_at)
+    return found
 
 
 def key_cached(prefix: str) -> KeyRow | None:
@@ -170,5 +189,6 @@ def forget_all() -> None:
     _agents.clear()
     _keys.clear()
     _agents_by_pk.clear()
+    _domains.clear()
     with _touch_lock:
         _touched.clear()

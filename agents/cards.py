@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import (
@@ -21,8 +22,9 @@ from a2a.types import (
 )
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from django.conf import settings
-from google.protobuf.json_format import ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict
 
+from .hosts import agent_host
 from .models import Agent
 
 API_KEY_SCHEME = "apiKey"
@@ -30,7 +32,23 @@ BEARER_SCHEME = "bearer"
 
 
 def agent_base_url(agent: Agent) -> str:
+    """The agent's URL under the platform's origin: `<public base>/a2a/<tenant>/<agent>/`."""
     return f"{settings.A2A_PUBLIC_BASE_URL}/a2a/{agent.tenant.slug}/{agent.slug}/"
+
+
+def host_base_url(host: str) -> str:
+    """The root URL of an agent host (`host` as the request named it, port included), in the
+    platform's public scheme: TLS ends in front of the web processes, as for the main origin."""
+    return f"{urlsplit(settings.A2A_PUBLIC_BASE_URL).scheme}://{host}/"
+
+
+def grpc_v03_address(agent: Agent) -> str:
+    """The address a v0.3 GRPC interface advertises: the sidecar's port at the agent's own host
+    name when it has one, so the call's authority names the agent (v0.3 requests have no
+    `tenant`); the sidecar's public address otherwise."""
+    address = settings.A2A_GRPC_PUBLIC_ADDRESS
+    host = agent_host(agent)
+    return f"{host}:{address.rpartition(':')[2]}" if host else address
 
 
 def grpc_tenant(agent: Agent) -> str:
@@ -38,8 +56,12 @@ def grpc_tenant(agent: Agent) -> str:
     return f"{agent.tenant.slug}/{agent.slug}"
 
 
-def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
-    url = agent_base_url(agent)
+def agent_card_build(
+    agent: Agent, *, extended: bool = False, base_url: str | None = None
+) -> AgentCard:
+    """The agent's card; `base_url`: the root its HTTP interfaces advertise (an agent host's,
+    when the card was fetched there), its URL under /a2a/ by default."""
+    url = base_url or agent_base_url(agent)
     card = AgentCard(
         name=agent.name,
         description=agent.description,
@@ -79,13 +101,19 @@ def agent_card_build(agent: Agent, *, extended: bool = False) -> AgentCard:
         # One sidecar port for every agent: v1.0 clients copy `tenant` into each request and
         # the sidecar routes on it; v0.3 clients name the agent in `a2a-agent` metadata.
         card.supported_interfaces.extend(
-            AgentInterface(
-                url=settings.A2A_GRPC_PUBLIC_ADDRESS,
-                protocol_binding=TransportProtocol.GRPC.value,
-                protocol_version=version,
-                tenant=grpc_tenant(agent) if version == PROTOCOL_VERSION_1_0 else "",
+            (
+                AgentInterface(
+                    url=settings.A2A_GRPC_PUBLIC_ADDRESS,
+                    protocol_binding=TransportProtocol.GRPC.value,
+                    protocol_version=PROTOCOL_VERSION_1_0,
+                    tenant=grpc_tenant(agent),
+                ),
+                AgentInterface(
+                    url=grpc_v03_address(agent),
+                    protocol_binding=TransportProtocol.GRPC.value,
+                    protocol_version=PROTOCOL_VERSION_0_3,
+                ),
             )
-            for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)
         )
     if agent.documentation_url:
         card.documentation_url = agent.documentation_url
@@ -115,9 +143,15 @@ def _empty() -> StringList:
     return StringList()
 
 
-def agent_card_json(agent: Agent, *, extended: bool = False) -> dict[str, Any]:
-    """The card as served: v1.0 proto-JSON with v0.3's url/preferredTransport/... merged in."""
-    return agent_card_to_dict(agent_card_build(agent, extended=extended))
+def agent_card_json(
+    agent: Agent, *, extended: bool = False, base_url: str | None = None, strict: bool = False
+) -> dict[str, Any]:
+    """The card as served: v1.0 proto-JSON with v0.3's url/preferredTransport/... merged in;
+    `strict`: the v1.0 card alone (what a request sending `A2A-Version: 1.0` gets)."""
+    card = agent_card_build(agent, extended=extended, base_url=base_url)
+    if strict:
+        return MessageToDict(card)
+    return agent_card_to_dict(card)
 
 
 def card_etag(card: dict[str, Any]) -> str:

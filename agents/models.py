@@ -11,6 +11,14 @@ slug_validator = RegexValidator(
     "Use 1-63 lowercase letters, digits and hyphens, not starting or ending with a hyphen.",
 )
 
+# A host name: dot-separated labels of letters, digits and inner hyphens, lower case, with a
+# top-level label that is not all digits (so no IPv4 literal).
+domain_validator = RegexValidator(
+    r"^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+    "Use a lower-case host name such as agent.example.com (labels of letters, digits and "
+    "hyphens, separated by dots; no scheme, port or path).",
+)
+
 # The media types a new agent starts with in the console's and the admin's registration forms.
 DEFAULT_MODES: tuple[str, ...] = ("text/plain",)
 
@@ -68,13 +76,30 @@ class Agent(models.Model):
     anonymous_scope = models.CharField(
         max_length=10, choices=AnonymousScope.choices, default=AnonymousScope.ISOLATED
     )
+    # A host name of the agent's own (`agent.example.com`), served like the pattern's host
+    # names (agents/hosts.py); "" for none. Lower case, unique among agents.
+    custom_domain = models.CharField(
+        max_length=253,
+        blank=True,
+        default="",
+        db_default="",
+        validators=[domain_validator],
+        help_text="A host name of its own (e.g. agent.example.com), pointed at the platform; "
+        "the agent is then the whole server there. Optional.",
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "slug"], name="agent_slug_unique_per_tenant")
+            models.UniqueConstraint(fields=["tenant", "slug"], name="agent_slug_unique_per_tenant"),
+            models.UniqueConstraint(
+                fields=["custom_domain"],
+                condition=~models.Q(custom_domain=""),
+                name="agent_custom_domain_unique",
+                violation_error_message="Another agent already has this custom domain.",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -83,6 +108,14 @@ class Agent(models.Model):
     @property
     def is_public(self) -> bool:
         return self.visibility == self.Visibility.PUBLIC
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from .hosts import custom_domain_problem
+
+        if self.custom_domain and (problem := custom_domain_problem(self.custom_domain)):
+            raise ValidationError({"custom_domain": problem})
 
 
 class ApiKey(models.Model):

@@ -22,6 +22,15 @@ def agent_get_active(*, tenant_slug: str, agent_slug: str) -> Agent:
     return agent
 
 
+def agent_path_at_domain(domain: str) -> tuple[str, str] | None:
+    """The `(tenant, agent)` slugs of the active agent whose custom domain this is."""
+    return (
+        Agent.objects.filter(custom_domain=domain, is_active=True, tenant__is_active=True)
+        .values_list("tenant__slug", "slug")
+        .first()
+    )
+
+
 class JWKS(TypedDict):
     keys: list[dict[str, Any]]
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.http import http_date, parse_http_date_safe
 from django.views.decorators.http import require_GET
+from packaging.version import InvalidVersion, Version
 
-from .cards import agent_card_json, card_etag
+from .cards import agent_card_json, card_etag, host_base_url
 from .errors import AgentNotFound
 from .models import Tenant
 from .selectors import agent_get_active, jwks_for, tenant_get_active
@@ -17,13 +19,26 @@ CARD_MAX_AGE_SECONDS = 300
 JWKS_MAX_AGE_SECONDS = 300
 
 
+# What the web's host router (a2a_platform.asgi) puts in a request's ASGI scope when the request
+# came to an agent's own host name: that host, as the request named it.
+AGENT_HOST_SCOPE_KEY = "a2a.agent_host"
+
+
 @require_GET
 def agent_card(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
+    """The agent's card. Fetched at the agent's own host, it advertises that host's URLs. With
+    `A2A-Version: 1.0` it is the v1.0 card alone; otherwise the v1.0 card with the v0.3 fields
+    merged in, which clients of both versions read."""
     try:
         agent = agent_get_active(tenant_slug=tenant_slug, agent_slug=agent_slug)
     except AgentNotFound as exc:
         return JsonResponse({"error": "agent_not_found", "message": exc.message}, status=404)
-    card = agent_card_json(agent)
+    host = getattr(request, "scope", {}).get(AGENT_HOST_SCOPE_KEY)
+    card = agent_card_json(
+        agent,
+        base_url=host_base_url(host) if host else None,
+        strict=_asks_v10(request.headers.get("A2A-Version")),
+    )
     etag = card_etag(card)
     last_modified = int(agent.updated_at.timestamp())
     headers = {
@@ -31,6 +46,8 @@ def agent_card(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
         "Last-Modified": http_date(last_modified),
         "Cache-Control": f"public, max-age={CARD_MAX_AGE_SECONDS}",
         "Access-Control-Allow-Origin": "*",
+        # The card differs by the version asked for: caches keep one per value.
+        "Vary": "A2A-Version",
     }
     if_none_match = request.headers.get("If-None-Match")
     if_modified_since = parse_http_date_safe(request.headers.get("If-Modified-Since", ""))
@@ -43,6 +60,30 @@ def agent_card(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+@require_GET
+def origin_agent_card(request: HttpRequest) -> HttpResponse:
+    """The card at the platform's own origin (RFC 8615's well-known location): the default
+    agent's (A2A_DEFAULT_AGENT), for clients that look only there."""
+    if not settings.A2A_DEFAULT_AGENT:
+        return JsonResponse(
+            {
+                "error": "agent_not_found",
+                "message": "This platform has no default agent, so its origin serves no agent "
+                "card; each agent's card is at /a2a/<tenant>/<agent>/.well-known/agent-card.json.",
+            },
+            status=404,
+        )
+    tenant_slug, _, agent_slug = settings.A2A_DEFAULT_AGENT.partition("/")
+    return agent_card(request, tenant_slug=tenant_slug, agent_slug=agent_slug)
+
+
+def _asks_v10(version: str | None) -> bool:
+    try:
+        return Version((version or "").strip()).major == 1
+    except InvalidVersion:
+        return False
 
 
 def _jwks_response(jwks: dict[str, object]) -> JsonResponse:

@@ -205,8 +205,8 @@ async def grpc_caller(
         if found is None:
             raise task_not_found(task_id)
         path, by_task = _agent_path(found, "the task's agent"), True
-    elif settings.A2A_GRPC_DEFAULT_AGENT:
-        path = _agent_path(settings.A2A_GRPC_DEFAULT_AGENT, "A2A_GRPC_DEFAULT_AGENT")
+    elif settings.A2A_DEFAULT_AGENT:
+        path = _agent_path(settings.A2A_DEFAULT_AGENT, "A2A_DEFAULT_AGENT")
     else:
         raise InvalidParamsError(
             "This call names no agent and the server has no default one: set the request's "

@@ -42,6 +42,7 @@ class AgentRegistrationForm(AgentKindFormMixin, forms.ModelForm):
             "visibility",
             "anonymous_scope",
             "push_notifications",
+            "custom_domain",
         )
         help_texts = {
             "slug": "The agent's name in its URLs: /a2a/<tenant>/<slug>/.",

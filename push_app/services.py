@@ -34,7 +34,9 @@ def push_url_validate(url: str) -> None:
     if not url:
         raise InvalidParamsError("A push notification config needs a 'url'.")
     try:
-        url_check(url)
+        # A name that does not resolve now is accepted: each delivery's connection is checked
+        # (a2a_platform.ssrf's guarded client), so DNS decides when it matters.
+        url_check(url, unresolvable_ok=True)
     except UnsafeUrl as exc:
         raise InvalidParamsError(f"The push notification 'url' is refused: {exc.reason}") from None
 

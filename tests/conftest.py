@@ -67,6 +67,9 @@ def set_up_if_selected(request: pytest.FixtureRequest, fixture: str) -> None:
         request.getfixturevalue(fixture)
 
 
+AGENT_HOST_PATTERN = "{agent}--{tenant}.localhost"
+
+
 @dataclass
 class LivePlatform:
     url: str
@@ -170,6 +173,9 @@ def live_platform(
         "DATABASE_URL": database_url,
         "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
         "A2A_GRPC_PUBLIC_ADDRESS": grpc_address,
+        # Agents at host names of their own (RFC 6761's .localhost; tests/e2e/clients.py
+        # connects such names to 127.0.0.1 where the resolver does not).
+        "A2A_AGENT_HOST_PATTERN": AGENT_HOST_PATTERN,
         # Push webhooks go to receivers on this machine; retries come quickly.
         "A2A_PUSH_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
         "A2A_AGENT_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",

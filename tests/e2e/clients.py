@@ -36,8 +36,25 @@ class ServiceParameters(ClientCallInterceptor):
 
 
 def grpc_channel(address: str) -> grpc.aio.Channel:
-    """The SDK's `grpc_channel_factory`: a plaintext channel to the card's GRPC address."""
+    """The SDK's `grpc_channel_factory`: a plaintext channel to the card's GRPC address; a name
+    under `.localhost` is reached at 127.0.0.1 with that name as the call's authority."""
+    host, _, port = address.rpartition(":")
+    if host.endswith(".localhost"):
+        return grpc.aio.insecure_channel(
+            f"127.0.0.1:{port}", options=[("grpc.default_authority", address)]
+        )
     return grpc.aio.insecure_channel(address)
+
+
+class Loopback(httpx.AsyncHTTPTransport):
+    """Names under `.localhost` (RFC 6761) reach 127.0.0.1 with their Host header kept, where
+    the machine's resolver does not map them (it need not)."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.host.endswith(".localhost"):
+            request.headers["Host"] = request.url.netloc.decode("ascii")
+            request.url = request.url.copy_with(host="127.0.0.1")
+        return await super().handle_async_request(request)
 
 
 def grpc_tenant(card: AgentCard) -> str:
@@ -62,6 +79,7 @@ async def sdk_client(
     streaming: bool = False,
     binding: str = "JSONRPC",
     metadata: dict[str, str] | None = None,
+    name_agent: bool = True,
 ) -> AsyncIterator[Client]:
     """A client built by the SDK's own factory from the agent's served card, limited to one
     protocol version and one binding (`JSONRPC`, `HTTP+JSON` or `GRPC`).
@@ -69,10 +87,11 @@ async def sdk_client(
     gRPC clients send the key as `x-api-key` metadata and, in v0.3, the agent as `a2a-agent`
     metadata (v1.0 clients copy the card's `tenant` into each request themselves). `metadata`
     is more gRPC metadata for every call (it overrides those two); a call's own
-    `ClientCallContext.service_parameters` override all of them.
+    `ClientCallContext.service_parameters` override all of them. `name_agent=False`: a v0.3
+    gRPC client sends no `a2a-agent` (it reaches the agent by the card's address alone).
     """
     headers = {"X-API-Key": key} if key else {}
-    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+    async with httpx.AsyncClient(headers=headers, timeout=60, transport=Loopback()) as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
         only = AgentCard()
         only.CopyFrom(card)
@@ -93,7 +112,7 @@ async def sdk_client(
         interceptors: list[ClientCallInterceptor] = []
         if binding == GRPC:
             parameters = {"x-api-key": key} if key else {}
-            if version == PROTOCOL_VERSION_0_3:
+            if version == PROTOCOL_VERSION_0_3 and name_agent:
                 parameters[AGENT_METADATA] = grpc_tenant(card)
             parameters.update(metadata or {})
             interceptors.append(ServiceParameters(parameters))

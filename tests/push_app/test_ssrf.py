@@ -27,6 +27,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from a2a_platform import settings as settings_module
 from a2a_platform.ssrf import AGENT, UnsafeUrl, guarded_async_client, guarded_client, url_check
+from push_app.services import push_url_validate
+from tasks_app.errors import InvalidParamsError
 
 REAL_GETADDRINFO = socket.getaddrinfo
 
@@ -176,6 +178,16 @@ def test_an_unresolvable_host_is_refused_with_a_clear_reason() -> None:
     assert refusal("https://no-such-host.invalid/hook").startswith(
         "push URL host 'no-such-host.invalid' does not resolve"
     )
+
+
+def test_a_push_config_accepts_a_name_that_does_not_resolve_yet(dns: FakeDns) -> None:
+    """Config time lets DNS decide later (every delivery's connection is checked); a name that
+    resolves to a refused address, and a refused literal, are refused as before."""
+    push_url_validate("https://no-such-host.invalid/hook")
+    dns.table["inside.example.com"] = ["10.0.0.5"]
+    for url in ("https://inside.example.com/hook", "http://169.254.169.254/latest"):
+        with pytest.raises(InvalidParamsError, match="is refused"):
+            push_url_validate(url)
 
 
 # --- url_check: the shape of the URL ---
