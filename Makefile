@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint clean bench lock
+.PHONY: run test setup lint clean bench lock protos
 
 setup: $(STAMP)
 
@@ -39,6 +39,11 @@ lint: setup
 
 clean:
 	rm -rf $(VENV) var
+
+# The gRPC messages and the `a2a.A2AService` description of bindings/protos, regenerated from
+# their .proto files (the generated modules are checked in).
+protos: setup
+	bindings/protos/generate.sh
 
 # `make bench`: the platform beside the a2a-sdk's own server, every scenario (bench/compare.py,
 # about 15 minutes); BENCH_ARGS="--quick" for a short run, "--embedded" to add that profile.

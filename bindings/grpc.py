@@ -1,16 +1,21 @@
-"""The gRPC binding: `lf.a2a.v1.A2AService` (v1.0) and `a2a.v1.A2AService` (v0.3) on one port.
+"""The gRPC binding: `lf.a2a.v1.A2AService` (v1.0) and `a2a.v1.A2AService` (v0.3) on one port,
+the latter also as `a2a.A2AService` (the transport mapping table's name).
 
 Thin like the HTTP adapters: build the caller (bindings.callers routes the call to an agent),
 convert the request with the dialect's codec, call the same operations as JSON-RPC and REST,
 convert the answer. Errors become statuses through bindings.errors. The sidecar process that
 serves these is grpc_server.
+
+The v0.3 service answers every method name an A2A document gives it: the v0.3 proto's (the
+SDK's generated servicer), and the v1 draft's and the method tables' (`compat_handlers`, with
+our messages from bindings/protos); docs/decisions.md lists each name and its shapes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import grpc
@@ -20,9 +25,9 @@ from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc as pb03_grpc
 from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
-from google.protobuf import empty_pb2
+from google.protobuf import empty_pb2, message_factory
 from google.protobuf.json_format import MessageToDict, SerializeToJsonError
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from a2a_platform.versions import V0_3, V1_0
 from push_app.operations import (
@@ -47,6 +52,8 @@ from tasks_app.operations import (
 from .callers import grpc_caller
 from .codecs import v03, v10
 from .errors import grpc_status_of
+from .protos import messages_pb2 as pbx
+from .protos import service_pb2
 from .wire import contains_nul
 
 R = TypeVar("R")
@@ -54,6 +61,9 @@ Context = grpc.aio.ServicerContext
 
 V10_SERVICE = pb10.DESCRIPTOR.services_by_name["A2AService"].full_name
 V03_SERVICE = pb03.DESCRIPTOR.services_by_name["A2AService"].full_name
+# Every method name any document gives the v0.3-era service, with the shapes we serve it in.
+COMPAT_SERVICE_DESCRIPTOR = service_pb2.DESCRIPTOR.services_by_name["A2AService"]
+COMPAT_SERVICE = COMPAT_SERVICE_DESCRIPTOR.full_name  # a2a.A2AService
 
 
 class _Service:
@@ -255,7 +265,9 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     the default agent); resources are named `tasks/{id}`."""
 
     dialect = V0_3
-    service = V03_SERVICE
+
+    def __init__(self, service: str = V03_SERVICE) -> None:
+        self.service = service  # the name the call came in under, for errors that name it
 
     @staticmethod
     def _task_id(name: str) -> str:
@@ -320,14 +332,16 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     async def CreateTaskPushNotificationConfig(
         self, request: pb03.CreateTaskPushNotificationConfigRequest, context: Context
     ) -> Any:
-        async def call() -> pb03.TaskPushNotificationConfig:
-            task_id = _v03_task_name(request.parent, "parent")
-            caller = await self.caller(context, request, task_id=task_id)
-            config = v03.v03pb_push_config_request(request)
-            created = await push_config_create(caller=caller, config=config)
-            return v03.push_config_out(created, "proto")
+        return await self.unary(context, lambda: self._push_config_create(context, request))
 
-        return await self.unary(context, call)
+    async def _push_config_create(
+        self, context: Context, request: pb03.CreateTaskPushNotificationConfigRequest
+    ) -> pb03.TaskPushNotificationConfig:
+        task_id = _v03_task_name(request.parent, "parent")
+        caller = await self.caller(context, request, task_id=task_id)
+        config = v03.v03pb_push_config_request(request)
+        created = await push_config_create(caller=caller, config=config)
+        return v03.push_config_out(created, "proto")
 
     async def GetTaskPushNotificationConfig(
         self, request: pb03.GetTaskPushNotificationConfigRequest, context: Context
@@ -369,3 +383,180 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
             return empty_pb2.Empty()
 
         return await self.unary(context, call)
+
+    # --- the names the v1 draft and the method tables give this service ------------------
+    # Same operations, same v0.3 dialect; where a document's message has the v0.3 proto's
+    # fields, the v0.3 message reads it (see docs/decisions.md).
+
+    async def ListTasks(self, request: pbx.ListTasksRequest, context: Context) -> Any:
+        """The draft's ListTasks; the method tables' ListTask is the same call."""
+
+        async def call() -> pbx.ListTasksResponse:
+            core = _list_request(request)
+            caller = await self.caller(context, request)
+            return _list_result(core, await task_list(caller=caller, request=core))
+
+        return await self.unary(context, call)
+
+    async def GetExtendedAgentCard(
+        self, request: pb03.GetAgentCardRequest, context: Context
+    ) -> Any:
+        """The draft's name for GetAgentCard; its card also lists `supported_interfaces`."""
+
+        async def call() -> pb03.AgentCard:
+            caller = await self.caller(context, request)
+            return _draft_card(v03.card_out(await extended_card_get(caller=caller), "proto"))
+
+        return await self.unary(context, call)
+
+    async def CreateTaskPushNotification(self, request: bytes, context: Context) -> Any:
+        """The method tables' create: the request in the table's shape or the v0.3 proto's."""
+        return await self.unary(
+            context, lambda: self._push_config_create(context, _push_create_request(request))
+        )
+
+    async def GetTaskPushNotification(
+        self, request: pb03.GetTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        return await self.GetTaskPushNotificationConfig(_table_config_name(request), context)
+
+    async def DeleteTaskPushNotification(
+        self, request: pb03.DeleteTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        return await self.DeleteTaskPushNotificationConfig(_table_config_name(request), context)
+
+    # The draft's and the tables' names for calls the v0.3 proto has, in the same shapes.
+    ListTask = ListTasks
+    SubscribeToTask = TaskSubscription
+    SetTaskPushNotificationConfig = CreateTaskPushNotificationConfig
+    ListTaskPushNotification = ListTaskPushNotificationConfig
+
+
+# --- the draft's and the tables' messages <-> the v0.3 codec --------------------------------
+
+
+def _list_request(request: pbx.ListTasksRequest) -> pb10.ListTasksRequest:
+    """The draft's ListTasksRequest (field for field v0.3's tasks/list params, which the
+    method tables' ListTask takes) checked and converted as JSON-RPC and REST do it."""
+    params: dict[str, Any] = {}
+    if request.context_id:
+        params["contextId"] = request.context_id
+    if request.status:  # UNSPECIFIED: no filter
+        params["status"] = proto03.FromProto.task_state(request.status).value
+    if request.HasField("page_size"):
+        params["pageSize"] = request.page_size
+    if request.page_token:
+        params["pageToken"] = request.page_token
+    if request.HasField("history_length"):
+        params["historyLength"] = request.history_length
+    if request.last_updated_after:
+        params["lastUpdatedAfter"] = request.last_updated_after
+    if request.HasField("include_artifacts"):
+        params["includeArtifacts"] = request.include_artifacts
+    return v03.v03_convert("ListTasks", v03.v03_list_request, params)
+
+
+def _list_result(request: pb10.ListTasksRequest, response: pb10.ListTasksResponse) -> Any:
+    """The draft's ListTasksResponse: v0.3 tasks, artifacts only when asked for (as tasks/list
+    answers in JSON-RPC and REST)."""
+    tasks = [v03.task_out(task, "proto") for task in response.tasks]
+    if not request.include_artifacts:
+        for task in tasks:
+            task.ClearField("artifacts")
+    return pbx.ListTasksResponse(
+        tasks=tasks,
+        next_page_token=response.next_page_token,
+        page_size=response.page_size,
+        total_size=response.total_size,
+    )
+
+
+def _draft_card(card: pb03.AgentCard) -> pb03.AgentCard:
+    """The v0.3 card as the draft's AgentCard: the same fields, plus `supported_interfaces`
+    (19) listing the interfaces the card announces (`url` and `additional_interfaces`)."""
+    interfaces = [pb03.AgentInterface(url=card.url, transport=card.preferred_transport)]
+    interfaces += [i for i in card.additional_interfaces if i not in interfaces]
+    extra = pbx.AgentCardSupportedInterfaces(supported_interfaces=interfaces)
+    card.MergeFromString(extra.SerializeToString())  # kept as a field v0.3 does not declare
+    return card
+
+
+def _push_create_request(data: bytes) -> pb03.CreateTaskPushNotificationConfigRequest:
+    """CreateTaskPushNotification's request in either shape a document gives it: the v0.3
+    proto's (`parent` 1, `config_id` 2, `config` 3; the v0.3 method tables name the call) or
+    the mapping table's (`config` 1, the config's `name` naming the task). Field 1 is a
+    `tasks/{id}` string in one and an encoded config in the other, which starts with a field
+    tag, never with "t"."""
+    with contextlib.suppress(DecodeError):  # an encoded config is rarely valid UTF-8
+        request = pb03.CreateTaskPushNotificationConfigRequest.FromString(data)
+        if not request.parent or request.parent.startswith("tasks/"):
+            return request
+    try:
+        config = pbx.SetTaskPushNotificationRequest.FromString(data).config
+    except DecodeError:
+        raise InvalidParamsError(
+            "The request is neither {parent = 1, config_id = 2, config = 3} with 'parent' "
+            "'tasks/{id}' nor {config = 1}."
+        ) from None
+    task_id, config_id = _v03_config_name(config.name, config_optional=True)
+    return pb03.CreateTaskPushNotificationConfigRequest(
+        parent=f"tasks/{task_id}", config_id=config_id, config=config
+    )
+
+
+_TABLE_CONFIG_NAME = re.compile(r"(tasks/[^/]+)/pushNotification/([^/]+)")
+
+_Named = TypeVar(
+    "_Named",
+    pb03.GetTaskPushNotificationConfigRequest,
+    pb03.DeleteTaskPushNotificationConfigRequest,
+)
+
+
+def _table_config_name(request: _Named) -> _Named:
+    """The mapping table names a config `tasks/{id}/pushNotification/{configId}`; the v0.3
+    proto (which the other documents follow) `.../pushNotificationConfigs/{configId}`."""
+    match = _TABLE_CONFIG_NAME.fullmatch(request.name)
+    if match is None:
+        return request
+    return type(request)(name=f"{match.group(1)}/pushNotificationConfigs/{match.group(2)}")
+
+
+# --- serving the v0.3 service under every name ------------------------------------------------
+
+# Read as bytes: the handler decides between the two shapes its documents give the request.
+_RAW_REQUESTS = {"CreateTaskPushNotification": lambda data: data}
+
+
+def _method_handlers(
+    servicer: A2AServiceV03, names: Iterable[str]
+) -> dict[str, grpc.RpcMethodHandler]:
+    """The handlers of these methods of `a2a.A2AService` (service.proto), on `servicer`."""
+    handlers = {}
+    for name in names:
+        method = COMPAT_SERVICE_DESCRIPTOR.methods_by_name[name]
+        request_class = message_factory.GetMessageClass(method.input_type)
+        response_class = message_factory.GetMessageClass(method.output_type)
+        handler = (
+            grpc.unary_stream_rpc_method_handler
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[name] = handler(
+            getattr(servicer, name),
+            request_deserializer=_RAW_REQUESTS.get(name, request_class.FromString),
+            response_serializer=response_class.SerializeToString,
+        )
+    return handlers
+
+
+def compat_handlers(servicer: A2AServiceV03) -> dict[str, dict[str, grpc.RpcMethodHandler]]:
+    """By service name, the method handlers to add beside the SDK's v0.3 servicer (which
+    serves the v0.3 proto's methods of `a2a.v1.A2AService` on `servicer`): the other
+    documents' methods on `a2a.v1.A2AService`, and every method on `a2a.A2AService`."""
+    v03_proto = {m.name for m in pb03.DESCRIPTOR.services_by_name["A2AService"].methods}
+    every = [m.name for m in COMPAT_SERVICE_DESCRIPTOR.methods]
+    return {
+        V03_SERVICE: _method_handlers(servicer, [n for n in every if n not in v03_proto]),
+        COMPAT_SERVICE: _method_handlers(A2AServiceV03(COMPAT_SERVICE), every),
+    }

@@ -1,4 +1,4 @@
-"""The gRPC sidecar's server: both A2A services, health and reflection, TLS, graceful stop.
+"""The gRPC sidecar's server: the A2A services, health and reflection, TLS, graceful stop.
 
 An asyncio server (grpc.aio): the A2A operations are coroutines already, and no call waits for
 a free pool worker. Their database work runs on the process's bounded pool of database threads
@@ -13,17 +13,85 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc as pb03_grpc
+from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 from django.conf import settings
+from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor import FileDescriptor
+from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from a2a_platform import heap
 from a2a_platform.metrics import start_sidecar_metrics_server
-from bindings.grpc import V03_SERVICE, V10_SERVICE, A2AServiceV03, A2AServiceV10
+from bindings.grpc import (
+    COMPAT_SERVICE,
+    COMPAT_SERVICE_DESCRIPTOR,
+    V03_SERVICE,
+    V10_SERVICE,
+    A2AServiceV03,
+    A2AServiceV10,
+    compat_handlers,
+)
 
-SERVICES = (V10_SERVICE, V03_SERVICE)
+SERVICES = (V10_SERVICE, V03_SERVICE, COMPAT_SERVICE)
+# Where reflection finds a2a.v1.A2AService with all its methods (see reflection_pool).
+MERGED_V03_FILE = "a2a_v1_service.proto"
+
+
+def reflection_pool() -> DescriptorPool:
+    """The descriptions reflection serves, in a pool of their own: the SDK's v0.3 file
+    declares `a2a.v1.A2AService` with the v0.3 proto's methods only, and the default pool
+    cannot hold a second service of that name. Here the v0.3 file comes without its service,
+    and a file of ours declares the service with the v0.3 proto's methods (their options
+    too) and the other documents' (bindings/protos/service.proto)."""
+    pool = DescriptorPool()
+    added: set[str] = set()
+
+    def add(file: FileDescriptor) -> None:
+        if file.name in added:
+            return
+        for dependency in file.dependencies:
+            add(dependency)
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        if file.name == pb03.DESCRIPTOR.name:
+            del proto.service[:]
+        pool.AddSerializedFile(proto.SerializeToString())
+        added.add(file.name)
+
+    for file in (
+        pb10.DESCRIPTOR,
+        COMPAT_SERVICE_DESCRIPTOR.file,
+        health_pb2.DESCRIPTOR,
+        reflection_pb2.DESCRIPTOR,
+    ):
+        add(file)
+    merged = descriptor_pb2.FileDescriptorProto(
+        name=MERGED_V03_FILE,
+        package=pb03.DESCRIPTOR.package,
+        syntax="proto3",
+        dependency=sorted(
+            {d.name for d in COMPAT_SERVICE_DESCRIPTOR.file.dependencies}
+            | {COMPAT_SERVICE_DESCRIPTOR.file.name}
+        ),
+    )
+    service = merged.service.add()
+    pb03.DESCRIPTOR.services_by_name["A2AService"].CopyToProto(service)
+    compat = descriptor_pb2.ServiceDescriptorProto()
+    COMPAT_SERVICE_DESCRIPTOR.CopyToProto(compat)
+    declared = {method.name for method in service.method}
+    for method in compat.method:
+        if method.name == "CreateTaskPushNotification":
+            # Under a2a.v1 the v0.3 documents name it, with the v0.3 proto's request (the
+            # table's shape is accepted too).
+            method.input_type = ".a2a.v1.CreateTaskPushNotificationConfigRequest"
+        if method.name not in declared:
+            service.method.add().CopyFrom(method)
+    pool.AddSerializedFile(merged.SerializeToString())
+    return pool
 
 
 def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
@@ -42,11 +110,16 @@ def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
         ]
     )
     pb10_grpc.add_A2AServiceServicer_to_server(A2AServiceV10(), server)
-    pb03_grpc.add_A2AServiceServicer_to_server(A2AServiceV03(), server)
+    v03 = A2AServiceV03()
+    pb03_grpc.add_A2AServiceServicer_to_server(v03, server)
+    for service_name, handlers in compat_handlers(v03).items():
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(service_name, handlers),)
+        )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server, pool=reflection_pool()
     )
     address = settings.A2A_GRPC_LISTEN
     if settings.A2A_GRPC_TLS_CERT_FILE:
