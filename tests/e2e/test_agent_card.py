@@ -43,9 +43,13 @@ def test_card_advertises_both_versions_with_absolute_urls(http, live_platform, a
             ("GRPC", "1.0"),
             ("GRPC", "0.3"),
         ]
+        # v0.3 gRPC requests name no agent: that interface gives the agent's own host name
+        # (A2A_AGENT_HOST_PATTERN is set on the live platform) at the sidecar's port.
+        grpc_port = live_platform.grpc_address.rpartition(":")[2]
         assert [i["url"] for i in interfaces] == [url, url.rstrip("/")] * 2 + [
-            live_platform.grpc_address
-        ] * 2
+            live_platform.grpc_address,
+            f"{agent.slug}--{agent.tenant.slug}.localhost:{grpc_port}",
+        ]
         # v1.0 gRPC clients copy the tenant into every request; the sidecar routes on it.
         assert interfaces[4]["tenant"] == f"{agent.tenant.slug}/{agent.slug}"
         assert "tenant" not in interfaces[5]
