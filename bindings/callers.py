@@ -1,10 +1,12 @@
 """Who calls which agent, in which version, asking for which extensions: the one caller
 builder the JSON-RPC, REST and gRPC adapters call.
 
-HTTP names the agent in the URL (`/a2a/<tenant>/<agent>/`); gRPC serves every agent on one
-port, so a call names it in the v1.0 request's `tenant` (`<tenant>/<agent>`, the value the
-card's GRPC interface carries) or in `a2a-agent` metadata, or acts on a task whose agent
-decides, or reaches the configured default agent. Credentials, `A2A-Version` and
+HTTP names the agent in the URL (`/a2a/<tenant>/<agent>/`, or the agent's own host name);
+gRPC serves every agent on one port, so a call names it in the v1.0 request's `tenant`
+(`<tenant>/<agent>`, the value the card's GRPC interface carries) or in `a2a-agent` metadata,
+or was made to the agent's own host name (v0.3 cards carry it; the front proxy passes the
+authority on as `x-forwarded-host`), or acts on a task whose agent decides, or reaches the
+default agent. Credentials, `A2A-Version` and
 `A2A-Extensions` are read from headers and metadata alike. The agent and key come from the
 process's cache when fresh (agents.auth.caller_resolve), so a call needs no database hop.
 """
@@ -23,6 +25,7 @@ from a2a_platform.db import db
 from a2a_platform.versions import SUPPORTED_VERSIONS, V0_1, V0_3, V1_0
 from agents.auth import Principal, caller_resolve, credentials_from_headers
 from agents.errors import AuthenticationRequired
+from agents.hosts import LOOKUP, host_agent, host_agent_nowait
 from agents.models import Agent
 from tasks_app.errors import InvalidParamsError, VersionNotSupportedError, task_not_found
 from tasks_app.operations import Caller
@@ -158,6 +161,18 @@ def http_caller(identified: Identified, headers: Mapping[str, str], *, dialect: 
 
 # --- gRPC: one port, every agent --------------------------------------------------------------
 
+# The authority a v0.3 call was made to, as the proxy in front of the sidecar copies it:
+# grpcio does not give Python servers the `:authority` (grpc/grpc#38906). A client may send it
+# itself; it only routes, like `a2a-agent`: the key decides what the call may do.
+FORWARDED_HOST = "x-forwarded-host"
+
+
+async def _host_agent(host: str) -> tuple[str, str] | None:
+    found = host_agent_nowait(host) if host else None
+    if found == LOOKUP:
+        found = await db(host_agent)(host)
+    return found  # type: ignore[return-value]
+
 
 def _agent_path(path: str, source: str) -> tuple[str, str]:
     tenant_slug, sep, agent_slug = path.partition("/")
@@ -193,11 +208,19 @@ async def grpc_caller(
             f"'tenant' {tenant[:100]!r} and {AGENT_METADATA} metadata {named[:100]!r} name "
             "different agents; send one, or the same value in both."
         )
+    at_host = await _host_agent(values.get(FORWARDED_HOST, ""))
+    if at_host and (tenant or named) and "/".join(at_host) != (tenant or named):
+        raise InvalidParamsError(
+            f"The call came to the host of agent {'/'.join(at_host)!r} but names "
+            f"{(tenant or named)[:100]!r}; call that agent's own host, or name none."
+        )
     by_task = False
     if tenant:
         path = _agent_path(tenant, "'tenant'")
     elif named:
         path = _agent_path(named, f"{AGENT_METADATA} metadata")
+    elif at_host:
+        path = at_host
     elif task_id:
         # On a task, the task decides; an unknown one is not found whatever the default agent
         # would say about the caller, so the answer does not tell which tasks exist.

@@ -17,10 +17,14 @@ for name in PORT GRPC_PORT; do
   }
 done
 # The sidecar's listening address, and the one the agent cards advertise (both settings are
-# host:port, no scheme). Calls that name no agent go to the public conformance agent.
+# host:port, no scheme). The default agent (the card at the origin, gRPC calls that name no
+# agent) is the public conformance agent. Every agent also answers at its own host name under
+# .localhost, which browsers and most resolvers map to this machine.
 export A2A_GRPC_LISTEN="${A2A_GRPC_LISTEN:-127.0.0.1:$GRPC_PORT}"
 export A2A_GRPC_PUBLIC_ADDRESS="${A2A_GRPC_PUBLIC_ADDRESS:-127.0.0.1:$GRPC_PORT}"
-export A2A_GRPC_DEFAULT_AGENT="${A2A_GRPC_DEFAULT_AGENT-demo/conformance}"
+export A2A_DEFAULT_AGENT="${A2A_DEFAULT_AGENT-${A2A_GRPC_DEFAULT_AGENT-demo/conformance}}"
+host_pattern='{agent}--{tenant}.localhost'
+export A2A_AGENT_HOST_PATTERN="${A2A_AGENT_HOST_PATTERN-$host_pattern}"
 # A port another program holds is said before anything starts or any secret is printed.
 $PY -m a2a_platform.startup free "127.0.0.1:$PORT" "PORT=$((10#$PORT + 1)) make run" \
   "$A2A_GRPC_LISTEN" "GRPC_PORT=$((10#$GRPC_PORT + 1)) make run"
@@ -129,7 +133,7 @@ fi
 line="================================================================================"
 printf '\n== The A2A platform is up (Ctrl-C stops it) %s\n' "${line:44}"
 printf '%s\n' "$demo"
-echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_GRPC_DEFAULT_AGENT:-none}): $A2A_GRPC_PUBLIC_ADDRESS"
+echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_DEFAULT_AGENT:-none}): $A2A_GRPC_PUBLIC_ADDRESS"
 echo "console: $A2A_PUBLIC_BASE_URL/console/  admin: $A2A_PUBLIC_BASE_URL/admin/ (logins above)"
 printf '%s\n\n' "$line"
 # Stop everything as soon as any one process exits.

@@ -5,7 +5,8 @@
 # When a binary is missing and we are root with apt, it is installed; otherwise we say what to
 # install. PostgreSQL refuses to run as root, so as root the servers run as user 'postgres'.
 # Where the binaries are can be set (then nothing is installed): A2A_PG_BIN (the directory of
-# initdb and pg_ctl), A2A_REDIS_SERVER, A2A_CHROMIUM_BIN (default /usr/bin/chromium).
+# initdb and pg_ctl), A2A_REDIS_SERVER, A2A_CHROMIUM_BIN (default /usr/bin/chromium),
+# A2A_HAPROXY_BIN (default /usr/sbin/haproxy).
 
 # In CI (CI=true) a component the suite needs and cannot have is an error, never a skip.
 _svc_in_ci() {
@@ -73,6 +74,28 @@ services_ensure_chromium() {
     echo "services: CI=true and $what: the browser tests (tests/browser) cannot run; $how." >&2
   else
     echo "services: $what, browser tests will skip; $how." >&2
+  fi
+  return 1
+}
+
+# HAProxy (Debian's) for the tests that put a load balancer in front of the platform: the gRPC
+# front that passes a call's authority on (deploy/haproxy-grpc.cfg). As for Chromium: installed
+# when root with apt; otherwise those tests skip, and in CI the run stops.
+A2A_HAPROXY_BIN=${A2A_HAPROXY_BIN:-/usr/sbin/haproxy}
+export A2A_HAPROXY_BIN
+
+services_ensure_haproxy() {
+  [ -x "$A2A_HAPROXY_BIN" ] && return 0
+  if [ "$A2A_HAPROXY_BIN" = /usr/sbin/haproxy ]; then
+    _svc_apt_install haproxy || true  # errors shown
+  fi
+  [ -x "$A2A_HAPROXY_BIN" ] && return 0
+  local what="HAProxy ($A2A_HAPROXY_BIN) is missing"
+  local how="install it as root with 'apt-get install haproxy', or set A2A_HAPROXY_BIN to its path"
+  if _svc_in_ci; then
+    echo "services: CI=true and $what: the load-balancer tests cannot run; $how." >&2
+  else
+    echo "services: $what, load-balancer tests will skip; $how." >&2
   fi
   return 1
 }

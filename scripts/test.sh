@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: throwaway PostgreSQL and Redis, then the whole pytest suite against them.
 # In CI (CI=true) every component the suite needs must be there: a missing one (PostgreSQL,
-# Redis, Chromium for tests/browser) stops the run at once, saying what to install.
+# Redis, Chromium for tests/browser, HAProxy for the load-balancer tests) stops the run at once, saying what to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
@@ -12,6 +12,10 @@ trap services_stop EXIT
 # Chromium first: in CI its absence ends the run before anything is started.
 if ! services_ensure_chromium && _svc_in_ci; then
   echo "test: stopping: CI=true and the browser tests need Chromium (see above)." >&2
+  exit 1
+fi
+if ! services_ensure_haproxy && _svc_in_ci; then
+  echo "test: stopping: CI=true and the load-balancer tests need HAProxy (see above)." >&2
   exit 1
 fi
 services_start || {

@@ -35,13 +35,15 @@ class ServiceParameters(ClientCallInterceptor):
         pass
 
 
-def grpc_channel(address: str) -> grpc.aio.Channel:
-    """The SDK's `grpc_channel_factory`: a plaintext channel to the card's GRPC address; a name
-    under `.localhost` is reached at 127.0.0.1 with that name as the call's authority."""
+def grpc_channel(address: str, via: str | None = None) -> grpc.aio.Channel:
+    """The SDK's `grpc_channel_factory`: a plaintext channel to the card's GRPC address, or to
+    `via` (a front such as HAProxy listening elsewhere here) with the card's address as the
+    call's authority; a name under `.localhost` is reached at 127.0.0.1, keeping the name as
+    the authority."""
     host, _, port = address.rpartition(":")
-    if host.endswith(".localhost"):
+    if via or host.endswith(".localhost"):
         return grpc.aio.insecure_channel(
-            f"127.0.0.1:{port}", options=[("grpc.default_authority", address)]
+            via or f"127.0.0.1:{port}", options=[("grpc.default_authority", address)]
         )
     return grpc.aio.insecure_channel(address)
 
@@ -80,6 +82,7 @@ async def sdk_client(
     binding: str = "JSONRPC",
     metadata: dict[str, str] | None = None,
     name_agent: bool = True,
+    grpc_via: str | None = None,
 ) -> AsyncIterator[Client]:
     """A client built by the SDK's own factory from the agent's served card, limited to one
     protocol version and one binding (`JSONRPC`, `HTTP+JSON` or `GRPC`).
@@ -88,7 +91,8 @@ async def sdk_client(
     metadata (v1.0 clients copy the card's `tenant` into each request themselves). `metadata`
     is more gRPC metadata for every call (it overrides those two); a call's own
     `ClientCallContext.service_parameters` override all of them. `name_agent=False`: a v0.3
-    gRPC client sends no `a2a-agent` (it reaches the agent by the card's address alone).
+    gRPC client sends no `a2a-agent` (it reaches the agent by the card's address alone);
+    `grpc_via`: gRPC connects there, the card's address kept as the authority.
     """
     headers = {"X-API-Key": key} if key else {}
     async with httpx.AsyncClient(headers=headers, timeout=60, transport=Loopback()) as http:
@@ -107,7 +111,9 @@ async def sdk_client(
             streaming=streaming,
             polling=polling,
             supported_protocol_bindings=[binding],
-            grpc_channel_factory=grpc_channel if binding == GRPC else None,
+            grpc_channel_factory=(
+                (lambda address: grpc_channel(address, grpc_via)) if binding == GRPC else None
+            ),
         )
         interceptors: list[ClientCallInterceptor] = []
         if binding == GRPC:

@@ -9,15 +9,23 @@ card served at such a host and reach that agent, with its key; the /a2a/ URLs ke
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
 from a2a.client import A2AClientError
 from a2a.types import TaskState
 
+from tests.conftest import _free_port, _wait_for_port, require, stop_process
+
 from .clients import GRPC, HTTP_JSON, JSONRPC, V0_3, V1_0, sdk_client, send, user_message
 from .helpers import mid, result_of, rpc_body
+
+HAPROXY = Path(os.environ.get("A2A_HAPROXY_BIN", "").strip() or "/usr/sbin/haproxy")
+FRONT_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "haproxy-grpc.cfg"
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -89,7 +97,7 @@ def test_sdk_clients_follow_the_host_card_and_reach_that_agent(
 ):
     agent, _, root, key = hosted
     if binding == GRPC and version == V0_3:
-        pytest.skip("see test_v03_grpc_reaches_the_agent_by_its_host")
+        pytest.skip("v0.3 gRPC needs the front: test_v03_grpc_reaches_the_agent_by_its_host")
     # Another agent on the same platform: a wrong route would answer from it.
     make_agent(make_tenant(), "echo")
 
@@ -122,7 +130,7 @@ def test_another_tenants_key_is_refused_at_the_agent_host(
 
 
 def test_jsonrpc_and_rest_paths_sit_at_the_host_root(live_platform, hosted):
-    _, host, _, key = hosted
+    agent, host, _, key = hosted
     headers = {"Host": host, "X-API-Key": key, "A2A-Version": "1.0"}
     body = rpc_body(
         "SendMessage",
@@ -136,7 +144,9 @@ def test_jsonrpc_and_rest_paths_sit_at_the_host_root(live_platform, hosted):
     )
     assert v03.status_code == 200 and v03.json()["id"] == task["id"]
     # The tenant's push-signing keys too.
-    assert httpx.get(f"{live_platform.url}/.well-known/jwks.json", headers=headers).json()["keys"]
+    jwks = httpx.get(f"{live_platform.url}/.well-known/jwks.json", headers=headers)
+    tenant_jwks = httpx.get(f"{live_platform.url}/a2a/{agent.tenant.slug}/.well-known/jwks.json")
+    assert jwks.status_code == 200 and jwks.json() == tenant_jwks.json()
 
 
 def test_a_post_without_the_trailing_slash_is_served_not_redirected(live_platform, hosted, http):
@@ -181,3 +191,49 @@ def test_the_origin_card_is_404_without_a_default_agent(live_platform, http):
     response = http.get(f"{live_platform.url}/.well-known/agent-card.json")
     assert response.status_code == 404
     assert "no default agent" in response.json()["message"]
+
+
+@pytest.fixture(scope="module")
+def grpc_front(live_platform, tmp_path_factory):
+    """HAProxy in front of the live sidecar with the repo's own config (deploy/): it passes
+    each call's authority on, which grpcio does not show the sidecar."""
+    require(HAPROXY.exists(), f"HAProxy ({HAPROXY}) is missing: apt-get install haproxy")
+    address = f"127.0.0.1:{_free_port()}"
+    env = {
+        **os.environ,
+        "A2A_GRPC_FRONT_LISTEN": address,
+        "A2A_GRPC_SIDECAR": live_platform.grpc_address,
+    }
+    log = tmp_path_factory.mktemp("haproxy") / "haproxy.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(HAPROXY), "-db", "-f", str(FRONT_CONFIG)], env=env, stdout=out, stderr=out
+        )
+    try:
+        _wait_for_port(int(address.rpartition(":")[2]), proc, log)
+        yield address
+    finally:
+        stop_process(proc)
+
+
+def test_v03_grpc_reaches_the_agent_by_its_host(
+    live_platform, hosted, grpc_front, make_tenant, make_agent, make_key
+):
+    """A v0.3 gRPC client that follows the card sends no `a2a-agent`: the address the card
+    gives (the agent's host) is what names the agent, through the front."""
+    agent, _, root, key = hosted
+    other = make_tenant()
+    make_agent(other, "echo")
+    intruder = make_key(other, "mallory")
+
+    async def scenario(with_key):
+        async with sdk_client(
+            root, key=with_key, version=V0_3, binding=GRPC, name_agent=False, grpc_via=grpc_front
+        ) as client:
+            return (await send(client, user_message("by my host", mid()))).task
+
+    task = asyncio.run(scenario(key))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert agent.tasks.filter(id=task.id).exists()
+    with pytest.raises(A2AClientError, match="[Aa]uthentication|UNAUTHENTICATED|401"):
+        asyncio.run(scenario(intruder))
