@@ -44,20 +44,24 @@ from push_app.operations import (
     push_config_list,
 )
 from tasks_app.errors import (
+    A2AError,
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
     MethodNotFoundError,
+    TaskNotCancelableError,
     TaskNotFoundError,
 )
 from tasks_app.operations import (
     Caller,
+    TaskOrigin,
     extended_card_get,
     message_send,
     message_stream,
     task_cancel,
     task_get,
     task_list,
+    task_origin,
     task_subscribe,
 )
 from tasks_app.selectors import task_artifact_ids
@@ -196,8 +200,32 @@ async def v03_push_set(call: Caller, params: dict[str, Any]) -> Any:
     return v03.push_config_out(await push_config_create(caller=call, config=core), "json")
 
 
+def _v03_push_params(params: dict[str, Any], *, names_config: bool) -> dict[str, Any]:
+    """The params of tasks/pushNotificationConfig/get, list and delete in the specification's
+    spelling (`id`, `pushNotificationConfigId`). The v0.3 endpoint summary
+    (a2a-v0.3.0-endpoints-zh.md, 3.3.2-3.3.4) spells them `taskId` and `configId`: either is
+    taken; both, naming different things, are refused rather than one silently chosen."""
+    aliases = [("taskId", "id")]
+    if names_config:
+        aliases.append(("configId", "pushNotificationConfigId"))
+    spelled = dict(params)
+    for alias, name in aliases:
+        if alias not in spelled:
+            continue
+        value = spelled.pop(alias)
+        if name in spelled and spelled[name] != value:
+            raise InvalidParamsError(
+                f"'{alias}' {str(value)[:100]!r} and '{name}' {str(spelled[name])[:100]!r} "
+                "differ: they are two spellings of one param; send one of them, or the same "
+                "value in both."
+            )
+        spelled[name] = value
+    return spelled
+
+
 async def v03_push_get(call: Caller, params: dict[str, Any]) -> Any:
     method = "tasks/pushNotificationConfig/get"
+    params = _v03_push_params(params, names_config=True)
     request = v03.v03_request(v03types.GetTaskPushNotificationConfigRequest, method, params)
     core = conversions.to_core_get_task_push_notification_config_request(request)
     config = await push_config_get(caller=call, task_id=core.task_id, config_id=core.id)
@@ -206,6 +234,7 @@ async def v03_push_get(call: Caller, params: dict[str, Any]) -> Any:
 
 async def v03_push_list(call: Caller, params: dict[str, Any]) -> Any:
     method = "tasks/pushNotificationConfig/list"
+    params = _v03_push_params(params, names_config=False)
     request = v03.v03_request(v03types.ListTaskPushNotificationConfigRequest, method, params)
     core = conversions.to_core_list_task_push_notification_config_request(request)
     response = await push_config_list(caller=call, request=core)
@@ -214,6 +243,7 @@ async def v03_push_list(call: Caller, params: dict[str, Any]) -> Any:
 
 async def v03_push_delete(call: Caller, params: dict[str, Any]) -> Any:
     method = "tasks/pushNotificationConfig/delete"
+    params = _v03_push_params(params, names_config=True)
     request = v03.v03_request(v03types.DeleteTaskPushNotificationConfigRequest, method, params)
     core = conversions.to_core_delete_task_push_notification_config_request(request)
     await push_config_delete(caller=call, task_id=core.task_id, config_id=core.id)
@@ -243,9 +273,11 @@ async def _v01_continue_or_create(
 
 
 def _v01_caller(call: Caller, params: dict[str, Any]) -> Caller:
-    """The caller, carrying an inline push config's headers to the send."""
-    headers = v01.v01_push_headers(params)
-    return dataclasses.replace(call, push_headers=headers) if headers else call
+    """The caller, carrying an inline push config's headers to the send, and how the client
+    wrote the task's id (a task it creates keeps that, for its push notifications)."""
+    return dataclasses.replace(
+        call, push_headers=v01.v01_push_headers(params), spelling=v01.v01_id_spelling(params)
+    )
 
 
 async def v01_send(call: Caller, params: dict[str, Any]) -> Any:
@@ -258,14 +290,16 @@ async def v01_send(call: Caller, params: dict[str, Any]) -> Any:
     else:
         request, new_task_id = await _v01_continue_or_create(call, request, task_id)
     task_pk = request.message.task_id or str(new_task_id)
+    sent_id = v01.v01_sent_id(params)
     result = await message_send(caller=call, request=request, new_task_id=new_task_id)
     if isinstance(result, TaskProto):
-        return v01.v01_task_json(result)
+        return v01.v01_task_json(result, task_id=sent_id)
     # The agent answered with a Message; its task holds it, and v0.1 answers with the task.
     task_request = GetTaskRequest(id=task_pk)
     if request.configuration.HasField("history_length"):
         task_request.history_length = request.configuration.history_length
-    return v01.v01_task_json(await task_get(caller=call, request=task_request), reply=result)
+    task = await task_get(caller=call, request=task_request)
+    return v01.v01_task_json(task, reply=result, task_id=sent_id)
 
 
 async def v01_send_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
@@ -273,22 +307,25 @@ async def v01_send_subscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     call = _v01_caller(call, params)
     request, new_task_id = await _v01_continue_or_create(call, request, task_id)
     stream = await message_stream(caller=call, request=request, new_task_id=new_task_id)
-    return SseStream(stream, v01.stream_renderer())
+    return SseStream(stream, v01.stream_renderer(task_id=v01.v01_sent_id(params)))
 
 
 async def v01_get(call: Caller, params: dict[str, Any]) -> Any:
-    return v01.v01_task_json(await task_get(caller=call, request=v01.v01_get_request(params)))
+    request = v01.v01_get_request(params)
+    return v01.v01_task_json(await task_get(caller=call, request=request), task_id=request.id)
 
 
 async def v01_cancel(call: Caller, params: dict[str, Any]) -> Any:
-    return v01.v01_task_json(await task_cancel(caller=call, task_id=v01.v01_task_id(params)))
+    task_id = v01.v01_task_id(params)
+    return v01.v01_task_json(await task_cancel(caller=call, task_id=task_id), task_id=task_id)
 
 
 async def v01_resubscribe(call: Caller, params: dict[str, Any]) -> SseStream:
     task_id = v01.v01_task_id(params)
     stream = await task_subscribe(caller=call, task_id=task_id, last_event_id=call.last_event_id)
     # A replay sends no snapshot, so v0.1's artifact numbers continue from the task's own.
-    return SseStream(stream, v01.stream_renderer(await db(task_artifact_ids)(task_id=task_id)))
+    known = await db(task_artifact_ids)(task_id=task_id)
+    return SseStream(stream, v01.stream_renderer(known, task_id=task_id))
 
 
 async def v01_get_card(call: Caller, params: dict[str, Any]) -> Any:
@@ -303,6 +340,82 @@ async def v01_push_set(call: Caller, params: dict[str, Any]) -> Any:
 
 async def v01_push_get(call: Caller, params: dict[str, Any]) -> Any:
     return await push_config_get_v01(caller=call, task_id=v01.v01_push_get_task_id(params))
+
+
+# --- no version header: the dialect of the task's creator -------------------------------------
+
+
+class AnsweredIn(Exception):
+    """An error to answer in `dialect`, which the handler learned from the task (the request
+    itself named none)."""
+
+    def __init__(self, error: Exception, dialect: str) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.dialect = dialect
+
+
+def _task_in(dialect: str, task: TaskProto, sent_id: str) -> Any:
+    """A task in `dialect`'s JSON-RPC shape (v0.1 with the id as the client wrote it)."""
+    if dialect == V0_1:
+        return v01.v01_task_json(task, task_id=sent_id)
+    if dialect == V1_0:
+        return v10.to_json(task)
+    return v03.task_out(task, "json")
+
+
+def _spoken(origin: TaskOrigin | None) -> str:
+    """The dialect a version-less call on a task answers in: its creator's, where recorded
+    ("" marks tasks older than Task.dialect: they answer in v0.3, as they always did)."""
+    return origin.dialect if origin is not None and origin.dialect in (V0_1, V1_0) else V0_3
+
+
+async def unversioned_get(call: Caller, params: dict[str, Any]) -> Any:
+    """tasks/get without A2A-Version: read in v0.3's params (v0.1's are the same, and a v1.0
+    client's `tenant` is not needed here), answered in the creator's dialect. The origin comes
+    with the task, in its one query."""
+    request = v03.v03_request(v03types.GetTaskRequest, "tasks/get", params)
+    core = v03.v03_convert("tasks/get", conversions.to_core_get_task_request, request)
+    task, origin = await task_get(caller=call, request=core, with_origin=True)
+    dialect = _spoken(origin)
+    if dialect != V0_3 and request.params.history_length == 0:
+        del task.history[:]  # 0 is "no history" in v0.1 and v1.0, "no limit" in v0.3
+    return _task_in(dialect, task, request.params.id)
+
+
+async def unversioned_cancel(call: Caller, params: dict[str, Any]) -> Any:
+    """tasks/cancel without A2A-Version: answered in the creator's dialect, its refusal of a
+    finished task too (v0.1 reports it as a server error)."""
+    request = v03.v03_request(v03types.CancelTaskRequest, "tasks/cancel", params)
+    task_id = request.params.id
+    try:
+        task, origin = await task_cancel(caller=call, task_id=task_id, with_origin=True)
+    except TaskNotCancelableError as exc:
+        raise AnsweredIn(exc, _spoken(await task_origin(caller=call, task_id=task_id))) from None
+    return _task_in(_spoken(origin), task, task_id)
+
+
+async def unversioned_resubscribe(call: Caller, params: dict[str, Any]) -> SseStream:
+    """tasks/resubscribe without A2A-Version: the stream (and its errors) in the creator's
+    dialect, its params read by that dialect's codec."""
+    request = v03.v03_request(v03types.TaskResubscriptionRequest, "tasks/resubscribe", params)
+    dialect = _spoken(await task_origin(caller=call, task_id=request.params.id))
+    subscribe = {V0_1: v01_resubscribe, V1_0: v10_subscribe, V0_3: v03_resubscribe}[dialect]
+    try:
+        return await subscribe(dataclasses.replace(call, dialect=dialect), params)
+    except A2AError as exc:
+        raise AnsweredIn(exc, dialect) from None
+
+
+# Sent without a version (which reads as v0.3), these act on one task, and are answered in
+# the dialect of the request that created it (docs/decisions.md, "JSON-RPC without a version
+# header").
+UNVERSIONED: dict[str, Handler] = {
+    "tasks/get": unversioned_get,
+    "tasks/cancel": unversioned_cancel,
+    "task/cancel": unversioned_cancel,
+    "tasks/resubscribe": unversioned_resubscribe,
+}
 
 
 STREAMING_METHODS = frozenset(
@@ -334,6 +447,8 @@ METHODS: dict[str, dict[str, Handler]] = {
         "tasks/get": v03_get,
         "tasks/list": v03_list,
         "tasks/cancel": v03_cancel,
+        # The transport mapping table (a2a-transport-mapping.md) names the method so.
+        "task/cancel": v03_cancel,
         "agent/getAuthenticatedExtendedCard": v03_extended_card,
         "message/stream": v03_stream,
         "tasks/resubscribe": v03_resubscribe,
@@ -390,9 +505,10 @@ class StreamAnswer:
 
 
 async def _dispatch_one(
-    call: Caller, dialect: str, body: Any, *, in_batch: bool = False
+    call: Caller, dialect: str, body: Any, *, in_batch: bool = False, versioned: bool = True
 ) -> dict[str, Any] | StreamAnswer | None:
-    """Answer one request object; None for a notification."""
+    """Answer one request object; None for a notification. `versioned`: the request named
+    its version (A2A-Version); without one, a call on a task answers in its creator's."""
     if not isinstance(body, dict):
         return jsonrpc_response(None, InvalidRequestError("Each request must be a JSON object."))
     request_id = body.get("id")
@@ -418,6 +534,8 @@ async def _dispatch_one(
         handler = METHODS[dialect].get(method)
         if handler is None:
             raise _method_not_found(dialect, method)
+        if not versioned and dialect == V0_3:
+            handler = UNVERSIONED.get(method, handler)
         if not isinstance(params, dict):
             raise InvalidParamsError("'params' must be an object: A2A methods take named params.")
         if contains_nul(params):
@@ -430,6 +548,10 @@ async def _dispatch_one(
             raise  # a lone request is answered HTTP 401
         # In a batch the other calls already ran: their answers must not be lost to a 401.
         return None if is_notification else jsonrpc_response(request_id, exc)
+    except AnsweredIn as answered:
+        if is_notification:
+            return None
+        return jsonrpc_response(request_id, answered.error, answered.dialect)
     except Exception as exc:
         return None if is_notification else jsonrpc_response(request_id, exc, dialect)
     if isinstance(result, SseStream):
@@ -500,11 +622,13 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
             raise JSONParseError(str(exc)) from None
         if isinstance(body, dict) and _valid_id(body.get("id")):
             request_id = body.get("id")
-        dialect = dialect_of(request.headers.get("A2A-Version"), request.GET.get("A2A-Version"))
+        named = request.headers.get("A2A-Version") or request.GET.get("A2A-Version") or ""
+        dialect = dialect_of(named)
         call = http_caller(identified, request.headers, dialect=dialect)
+        versioned = bool(named.strip())
         if isinstance(body, list):
-            return await _batch(call, dialect, body)
-        answer = await _dispatch_one(call, dialect, body)
+            return await _batch(call, dialect, body, versioned)
+        answer = await _dispatch_one(call, dialect, body, versioned=versioned)
     except Exception as exc:
         return error_response(exc, request_id)
     if isinstance(answer, StreamAnswer):
@@ -512,7 +636,7 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
     return JsonResponse(answer) if answer is not None else HttpResponse(status=204)
 
 
-async def _batch(call: Caller, dialect: str, body: list[Any]) -> HttpResponse:
+async def _batch(call: Caller, dialect: str, body: list[Any], versioned: bool) -> HttpResponse:
     if not body:
         raise InvalidRequestError("An empty batch is invalid.")
     if len(body) > settings.A2A_MAX_BATCH_REQUESTS:
@@ -520,6 +644,9 @@ async def _batch(call: Caller, dialect: str, body: list[Any]) -> HttpResponse:
             f"A batch of {len(body)} requests exceeds this server's limit of "
             f"{settings.A2A_MAX_BATCH_REQUESTS}."
         )
-    answers = [await _dispatch_one(call, dialect, item, in_batch=True) for item in body]
+    answers = [
+        await _dispatch_one(call, dialect, item, in_batch=True, versioned=versioned)
+        for item in body
+    ]
     answers = [a for a in answers if a is not None]
     return JsonResponse(answers, safe=False) if answers else HttpResponse(status=204)

@@ -60,7 +60,10 @@ def push_payload(config: PushConfig, event: TaskEvent) -> bytes:
         final=is_final(event.kind, event.state, SETTLED_STATES),
     )
     if config.dialect == V0_1:
-        render = v01.stream_renderer(task_artifact_ids(task_id=config.task_id))
+        render = v01.stream_renderer(
+            task_artifact_ids(task_id=config.task_id),
+            task_id=v01.v01_id_as_spelt(config.task_id, config.task.spelling),
+        )
         (result,) = render(item)
     else:
         result = v03.push_event(item)

@@ -16,6 +16,7 @@ import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from a2a.types import (
@@ -43,6 +44,7 @@ from . import selectors, services
 from .doorbell import hearing_every_ring
 from .errors import InvalidParamsError, UnsupportedOperationError
 from .models import TERMINAL_STATES
+from .selectors import TaskOrigin
 from .services import SendOutcome
 from .streams import SETTLED_STATES, EventFollower, StreamItem
 
@@ -63,6 +65,9 @@ class Caller:
     dialect: str = V1_0
     # v0.1's headers for a push config set inline with a send.
     push_headers: tuple[tuple[str, str], ...] = ()
+    # The REST wire spelling the request used (REST sets it; other bindings leave it ""): a
+    # task the call creates keeps it with `dialect` (Task.spelling, Task.dialect).
+    spelling: str = ""
 
 
 def check_tenant(caller: Caller, tenant: str) -> None:
@@ -96,6 +101,8 @@ async def _send(
         extensions=sorted(caller.extensions),
         push_dialect=caller.dialect,
         push_headers=dict(caller.push_headers),
+        dialect=caller.dialect,
+        spelling=caller.spelling,
     )
 
 
@@ -288,7 +295,11 @@ async def _subscription(task_pk: uuid.UUID) -> Stream:
             yield item
 
 
-async def task_cancel(*, caller: Caller, task_id: str, tenant: str = "") -> TaskProto:
+async def task_cancel(
+    *, caller: Caller, task_id: str, tenant: str = "", with_origin: bool = False
+) -> TaskProto | tuple[TaskProto, TaskOrigin]:
+    """Cancel, and answer with the task as the cancel left it; `with_origin`: (the task, how
+    its creator spoke), from the same read."""
     check_tenant(caller, tenant)
     task_pk, running, seq = await db(services.task_cancel_request)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
@@ -304,14 +315,15 @@ async def task_cancel(*, caller: Caller, task_id: str, tenant: str = "") -> Task
             reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.",
         )
     return await db(selectors.task_get)(
-        agent=caller.agent, principal=caller.principal, task_id=task_id
+        agent=caller.agent, principal=caller.principal, task_id=task_id, with_origin=with_origin
     )
 
 
 async def task_get(
-    *, caller: Caller, request: GetTaskRequest, as_json: bool = False
-) -> TaskProto | dict[str, Any]:
-    """The task GetTask answers with; `as_json`: as its v1.0 JSON (selectors.task_to_json)."""
+    *, caller: Caller, request: GetTaskRequest, as_json: bool = False, with_origin: bool = False
+) -> TaskProto | dict[str, Any] | tuple[TaskProto | dict[str, Any], TaskOrigin]:
+    """The task GetTask answers with; `as_json`: as its v1.0 JSON (selectors.task_to_json);
+    `with_origin`: (that, how the task's creator spoke), read in the same query."""
     check_tenant(caller, request.tenant)
     return await db(selectors.task_get)(
         agent=caller.agent,
@@ -319,14 +331,51 @@ async def task_get(
         task_id=request.id,
         history_length=request.history_length if request.HasField("history_length") else None,
         as_json=as_json,
+        with_origin=with_origin,
+    )
+
+
+async def task_origin(*, caller: Caller, task_id: str) -> TaskOrigin | None:
+    """How the request that created the caller's task spoke, in one query; None when the
+    caller cannot see the task (scoped as task_get is: this agent, and the owner's own tasks
+    unless the caller is a tenant admin)."""
+    return await db(selectors.task_origin)(
+        agent=caller.agent, principal=caller.principal, task_id=task_id
     )
 
 
 async def task_list(*, caller: Caller, request: ListTasksRequest) -> ListTasksResponse:
     check_tenant(caller, request.tenant)
+    _check_not_future(request)
     return await db(selectors.task_list)(
         agent=caller.agent, principal=caller.principal, request=request
     )
+
+
+def _check_not_future(request: ListTasksRequest) -> None:
+    """A list of the tasks updated after a time still to come is refused, not answered empty:
+    the v0.3 endpoint summary lists a future `lastUpdatedAfter` among tasks/list's errors, and
+    such a time is a client's clock or unit gone wrong (seconds sent as milliseconds, or
+    microseconds), which an empty page would hide. Checked here, for every binding."""
+    if not request.HasField("status_timestamp_after"):
+        return
+    now = datetime.now(UTC)
+    try:
+        after = request.status_timestamp_after.ToDatetime(UTC)
+    except (ValueError, OverflowError, OSError):
+        return  # not a time at all: the selector names that
+    if after > now:
+        millis = request.status_timestamp_after.ToMilliseconds()
+        raise InvalidParamsError(
+            f"The updated-after time (lastUpdatedAfter, statusTimestampAfter) "
+            f"{_iso(after)} ({millis} ms since the epoch) is in the future: this server's time "
+            f"is {_iso(now)} ({int(now.timestamp() * 1000)} ms). Send a past time, in "
+            "milliseconds for lastUpdatedAfter."
+        )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def extended_card_get(*, caller: Caller) -> AgentCard:

@@ -7,6 +7,7 @@ import functools
 import json
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,20 @@ def task_get_row(
     return task
 
 
+@dataclass(frozen=True)
+class TaskOrigin:
+    """How the request that created a task spoke (Task.dialect, Task.spelling): its protocol
+    version ("0.1", "0.3", "1.0") and its REST wire spelling; "" where not recorded (tasks
+    older than the columns, calls that set none)."""
+
+    dialect: str
+    spelling: str
+
+
+def _origin(task: Task) -> TaskOrigin:
+    return TaskOrigin(dialect=task.dialect, spelling=task.spelling)
+
+
 def task_get(
     *,
     agent: Agent,
@@ -78,10 +93,12 @@ def task_get(
     task_id: str,
     history_length: int | None = None,
     as_json: bool = False,
-) -> TaskProto | dict[str, Any]:
+    with_origin: bool = False,
+) -> TaskProto | dict[str, Any] | tuple[TaskProto | dict[str, Any], TaskOrigin]:
     """The caller's task as GetTask answers it; on PostgreSQL the row, its history and its
     artifacts come in one statement (`_task_read`), elsewhere in three. `as_json`: the task's
-    v1.0 JSON (`task_to_json`) rather than its proto."""
+    v1.0 JSON (`task_to_json`) rather than its proto. `with_origin`: (that, its TaskOrigin),
+    read from the same row."""
     if history_length is not None and history_length < 0:
         raise InvalidParamsError("'historyLength' must be zero or positive.")
     pk = _task_pk(task_id)
@@ -93,8 +110,26 @@ def task_get(
     if task is None:
         raise task_not_found(task_id)
     if as_json:
-        return task_to_json(task, history_length=history_length)
-    return task_to_proto(task, history_length=history_length)
+        answer: TaskProto | dict[str, Any] = task_to_json(task, history_length=history_length)
+    else:
+        answer = task_to_proto(task, history_length=history_length)
+    return (answer, _origin(task)) if with_origin else answer
+
+
+def task_origin(*, agent: Agent, principal: Principal, task_id: str) -> TaskOrigin | None:
+    """The origin of the caller's task, in one query; None when the caller cannot see a task
+    of that id (another owner's, another agent's, none, or an id that is no task id)."""
+    try:
+        pk = uuid.UUID(task_id)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    row = (
+        task_scope(agent=agent, principal=principal)
+        .filter(pk=pk)
+        .values_list("dialect", "spelling")
+        .first()
+    )
+    return TaskOrigin(dialect=row[0], spelling=row[1]) if row else None
 
 
 def _task_pk(task_id: str) -> uuid.UUID:
@@ -128,6 +163,8 @@ _READ_FIELDS = tuple(
         "status_timestamp",
         "metadata",
         "reply_message_id",
+        "dialect",
+        "spelling",
     }
 )
 

@@ -91,10 +91,14 @@ def message_send(
     extensions: list[str] | None = None,
     push_dialect: str = "1.0",
     push_headers: dict[str, str] | None = None,
+    dialect: str = "",
+    spelling: str = "",
 ) -> SendOutcome:
     """Create a task or continue one with the user's message, then queue the agent run.
 
     `new_task_id` is the id of the task to create (v0.1 clients choose their task ids).
+    `dialect` and `spelling`: how the request spoke (its version, its REST wire spelling); a
+    task it creates keeps them (Task.dialect, Task.spelling), in the same INSERT.
     """
     message = request.message
     _message_validate(agent=agent, request=request)
@@ -141,6 +145,8 @@ def message_send(
                 state=SUBMITTED,
                 status_timestamp=timezone.now(),
                 metadata=_dict(request.metadata) if request.HasField("metadata") else {},
+                dialect=dialect,
+                spelling=spelling,
             )
         stored = MessageProto()
         stored.CopyFrom(message)

@@ -73,6 +73,10 @@ BAD_VALUES = [
     ("A2A_AUTH_CACHE_SECONDS", "-1"),
     ("A2A_AUTH_CACHE_SECONDS", "1s"),
     ("LOG_LEVEL", "LOUD"),
+    ("A2A_AGENT_HOST_PATTERN", "{agent}.agents.example.com"),
+    ("A2A_AGENT_HOST_PATTERN", "{agent}--{tenant}"),
+    ("A2A_AGENT_HOST_PATTERN", "https://{agent}.{tenant}.example.com/"),
+    ("A2A_DEFAULT_AGENT", "conformance"),
 ]
 
 
@@ -107,6 +111,16 @@ def test_secret_file_and_public_host(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['agents.example.com', 'web']"
     assert failed.returncode != 0 and "is empty" in failed.stderr
+
+
+def test_the_agents_host_pattern_allows_its_domain():
+    result = start(
+        A2A_PUBLIC_BASE_URL="https://a2a.example.com",
+        A2A_AGENT_HOST_PATTERN="{agent}--{tenant}.Agents.example.com",
+        DJANGO_ALLOWED_HOSTS="web",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['a2a.example.com', '.agents.example.com', 'web']"
 
 
 def test_without_a_key_the_embedded_profile_makes_one_in_the_var_dir_and_keeps_it(tmp_path):

@@ -177,6 +177,31 @@ def v01_task_id(params: dict[str, Any]) -> str:
     return task_id
 
 
+def v01_sent_id(params: dict[str, Any]) -> str:
+    """The task id as the client wrote it in its params ("" if it sent none). v0.1 clients
+    choose their ids, commonly `uuid4().hex`: the platform stores the UUID, and answers with
+    the client's own string, so a client that compares ids finds its task."""
+    value = params.get("id")
+    return value if isinstance(value, str) else ""
+
+
+# Task.spelling of a v0.1 task whose client wrote its id as 32 hex digits (`uuid4().hex`): its
+# push notifications carry the id so too.
+HEX_ID = "hex"
+
+
+def v01_id_spelling(params: dict[str, Any]) -> str:
+    """How the client wrote the id of the task it sends to: HEX_ID, or "" (the dashed form)."""
+    sent = v01_sent_id(params)
+    return HEX_ID if len(sent) == 32 and "-" not in sent else ""
+
+
+def v01_id_as_spelt(task_id: uuid.UUID | str, spelling: str) -> str:
+    """The task id as its v0.1 client wrote it, from the task's recorded spelling."""
+    value = task_id if isinstance(task_id, uuid.UUID) else uuid.UUID(str(task_id))
+    return value.hex if spelling == HEX_ID else str(value)
+
+
 def _new_task_id(params: dict[str, Any]) -> uuid.UUID | None:
     raw = _optional(params, "id", str, "id")
     if raw is None:
@@ -290,9 +315,13 @@ def v01_artifact_json(
     return result
 
 
-def v01_task_json(task: TaskProto, *, reply: MessageProto | None = None) -> dict[str, Any]:
+def v01_task_json(
+    task: TaskProto, *, reply: MessageProto | None = None, task_id: str = ""
+) -> dict[str, Any]:
     """A v1.0 Task as a v0.1 Task. `reply` is the agent's direct Message answer, if it gave
-    one: v0.1 has no such answer, so it becomes the status message of the completed task."""
+    one: v0.1 has no such answer, so it becomes the status message of the completed task.
+    `task_id`: the task's id as the client spelled it (`v01_sent_id`), which the answer
+    echoes; the stored id is a UUID, the client's string may be its 32-hex form."""
     status = TaskStatus()
     status.CopyFrom(task.status)
     history = list(task.history)
@@ -303,7 +332,7 @@ def v01_task_json(task: TaskProto, *, reply: MessageProto | None = None) -> dict
     # task ends, so only then is it the last chunk.
     ended = TaskState.Name(task.status.state) in TERMINAL_STATES
     result: dict[str, Any] = {
-        "id": task.id,
+        "id": task_id or task.id,
         "sessionId": task.context_id,
         "status": v01_status_json(status),
         "artifacts": [
@@ -492,18 +521,25 @@ def _skill_json(skill: AgentSkill) -> dict[str, Any]:
     return result
 
 
-def stream_renderer(known_artifacts: list[str] | None = None) -> Callable[[StreamItem], Any]:
+def stream_renderer(
+    known_artifacts: list[str] | None = None, task_id: str = ""
+) -> Callable[[StreamItem], Any]:
     """How one stream's items become v0.1 results. v0.1 numbers artifacts, once per stream, in
     the task's artifact order: `known_artifacts` seeds the numbering where no snapshot will
-    (a replay after Last-Event-ID, a push delivery)."""
+    (a replay after Last-Event-ID, a push delivery). `task_id`: the task's id as the client
+    spelled it, which every result of the stream (all of one task) carries."""
     indexes = {artifact_id: n for n, artifact_id in enumerate(known_artifacts or [])}
 
     def render(item: StreamItem) -> list[dict[str, Any]]:
         # A v0.1 status update cannot carry a snapshot's artifacts: they go as events of
         # their own, each a frame with the same `id:`.
-        return v01_stream_events(
+        events = v01_stream_events(
             item.response, final=item.final, task_id=str(item.task_id), artifact_indexes=indexes
         )
+        if task_id:
+            for event in events:
+                event["id"] = task_id
+        return events
 
     return render
 

@@ -375,8 +375,9 @@ class Binding:
         return {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
 
     def _rpc_headers(self) -> dict[str, str]:
-        # v1.0 JSON-RPC is chosen by the header; v0.3 is what a request without one speaks.
-        return {"A2A-Version": "1.0"} if self.version == V1_0 else {}
+        # The version is named, as the SDK's transports name it: a request without one reads a
+        # task in the version of the request that created it (bindings/jsonrpc.py).
+        return {"A2A-Version": self.version}
 
     async def _call(
         self,

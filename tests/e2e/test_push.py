@@ -657,10 +657,13 @@ def test_config_crud_round_trip(http, echo):
 # --- v0.1 ----------------------------------------------------------------------------------
 
 
-def test_a_v01_config_receives_v01_events_with_its_headers(http, echo, receivers):
+@pytest.mark.parametrize("spelling", ["dashed", "hex"])
+def test_a_v01_config_receives_v01_events_with_its_headers(http, echo, receivers, spelling):
+    """Each event carries the task id as the client wrote it (v0.1 clients often send
+    `uuid4().hex`)."""
     receiver = receivers().start()
     v01 = {"A2A-Version": "0.1"}
-    task_id = str(uuid.uuid4())
+    task_id = uuid.uuid4().hex if spelling == "hex" else str(uuid.uuid4())
     send = {"id": task_id, "message": {"role": "user", "parts": [{"type": "text", "text": "a"}]}}
     task = result_of(rpc(http, echo, "tasks/send", send, headers=v01))
     assert task["status"]["state"] == "input-required", task

@@ -44,7 +44,7 @@ def test_send_creates_the_task_with_the_clients_id_and_completes(http, echo):
     task = tasks_send(
         http, echo, task_id.hex, "hello", sessionId="session-a", metadata={"trace": "x"}
     )
-    assert task["id"] == str(task_id)
+    assert task["id"] == task_id.hex  # exactly as the client wrote it
     assert task["sessionId"] == "session-a"
     assert task["status"]["state"] == "completed"
     assert task["status"]["message"] == {"role": "agent", "parts": [text_part("Echoed: hello")]}
@@ -60,8 +60,9 @@ def test_send_creates_the_task_with_the_clients_id_and_completes(http, echo):
     ]
     assert task["history"][0] == {"role": "user", "parts": [text_part("hello")]}
     assert task["metadata"] == {"trace": "x"}
-    # The id is the client's, in any spelling: get it back by the hex form it chose.
-    assert result_of(rpc(http, echo, "tasks/get", {"id": task_id.hex}))["id"] == str(task_id)
+    # The id is the client's, in any spelling: each answer echoes the spelling of its request.
+    assert result_of(rpc(http, echo, "tasks/get", {"id": task_id.hex}))["id"] == task_id.hex
+    assert result_of(rpc(http, echo, "tasks/get", {"id": str(task_id)}))["id"] == str(task_id)
     # A terminal task takes no more messages; the answer says so.
     error_of(
         rpc(http, echo, "tasks/send", {"id": str(task_id), "message": message("again")}),
@@ -372,3 +373,35 @@ def test_resubscribe_follows_a_task_until_it_is_canceled(http, make_target):
             events = [r["result"] for r in watched.result(timeout=30)]
     assert events[0]["id"] == task_id and events[0]["status"]["state"] in ("submitted", "working")
     assert events[-1]["status"]["state"] == "canceled" and events[-1]["final"] is True
+
+
+def test_a_hex_task_id_comes_back_as_sent_in_every_answer(http, make_target):
+    """A client that chose `uuid4().hex` finds that string in tasks/send, tasks/get,
+    tasks/cancel and every tasks/sendSubscribe and tasks/resubscribe event; the platform
+    stores the UUID (v1.0 reads the task by its dashed form)."""
+    target = make_target(config={"input_required": True}, headers=V01)
+    task_id = uuid.uuid4()
+    events = [
+        r["result"]
+        for r in rpc_stream(
+            http, target, "tasks/sendSubscribe", {"id": task_id.hex, "message": message("one")}
+        )
+    ]
+    assert events and all(e["id"] == task_id.hex for e in events), events
+    assert events[-1]["status"]["state"] == "input-required"
+    follow_up = tasks_send(http, target, task_id.hex, "two")
+    assert follow_up["id"] == task_id.hex and follow_up["status"]["state"] == "completed"
+    v10 = rpc(http, target, "GetTask", {"id": str(task_id)}, headers={"A2A-Version": "1.0"})
+    assert result_of(v10)["id"] == str(task_id)
+
+    other = uuid.uuid4()
+    asked = tasks_send(http, target, other.hex, "one")
+    assert asked["id"] == other.hex
+    with httpx.Client(timeout=60) as watcher:
+        watching = rpc_stream(watcher, target, "tasks/resubscribe", {"id": other.hex})
+        first = next(watching)["result"]
+        canceled = result_of(rpc(http, target, "tasks/cancel", {"id": other.hex}))
+        rest = [r["result"] for r in watching]
+    assert canceled["id"] == other.hex and canceled["status"]["state"] == "canceled"
+    assert [first["id"], *(e["id"] for e in rest)] == [other.hex] * (1 + len(rest))
+    assert rest[-1]["status"]["state"] == "canceled"
