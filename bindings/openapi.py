@@ -31,6 +31,7 @@ from a2a_platform.versions import V0_3, V1_0
 from push_app.selectors import MAX_PAGE_SIZE as PUSH_CONFIGS_MAX_PAGE_SIZE
 
 from . import rest
+from .codecs import spellings
 
 JSON_TYPES = ("application/json", rest.A2A_JSON)
 SSE = "text/event-stream"
@@ -270,8 +271,205 @@ def _v03_list_tasks_response(schema: A2ARestSchema) -> dict[str, Any]:
     )
 
 
+def _or_bare_array(
+    schema: A2ARestSchema, name: str, page: dict[str, Any], item: Any
+) -> dict[str, Any]:
+    """A v0.3 list answer: the page object, or (the mapping table's list rows) a bare array."""
+    array = {"type": "array", "items": schema.protos.ref(item.DESCRIPTOR)}
+    return schema.component(name, {"anyOf": [page, array]})
+
+
 def _empty(schema: A2ARestSchema) -> dict[str, Any]:
     return copy.deepcopy(WELL_KNOWN["google.protobuf.Empty"])
+
+
+# --- v0.3's other spellings (bindings.codecs.spellings) -----------------------------------------
+# REST v0.3 also reads v0.3's JSON objects and the earlier v1 draft's JSON. The SDK has no
+# protos of those, so their request bodies are written here, as loosely as the reader is:
+# unknown fields are dropped, as in proto-JSON.
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_OBJECT = {"type": "object", "additionalProperties": {}}
+
+
+def _message_fields(schema: A2ARestSchema) -> dict[str, Any]:
+    return {
+        "messageId": {"type": "string", "minLength": 1},
+        "contextId": {"type": "string"},
+        "taskId": {"type": "string"},
+        "metadata": copy.deepcopy(_OBJECT),
+        "extensions": copy.deepcopy(_STRINGS),
+        "referenceTaskIds": copy.deepcopy(_STRINGS),
+    }
+
+
+def _send_configuration(schema: A2ARestSchema) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "acceptedOutputModes": copy.deepcopy(_STRINGS),
+            "historyLength": {**_INT32, "minimum": 0},
+            "pushNotificationConfig": schema.protos.ref(pb03.PushNotificationConfig.DESCRIPTOR),
+            "blocking": {"type": "boolean"},
+        },
+    }
+
+
+def _json_send(schema: A2ARestSchema) -> dict[str, Any]:
+    part = schema.component(
+        "V03JsonPart",
+        {
+            "type": "object",
+            "description": "A v0.3 JSON Part: TextPart, FilePart or DataPart, told by `kind`.",
+            "required": ["kind"],
+            "properties": {
+                "kind": {"type": "string", "enum": ["text", "file", "data"]},
+                "text": {"type": "string"},
+                "file": {
+                    "type": "object",
+                    "description": "FileWithUri (`uri`) or FileWithBytes (`bytes`, base64).",
+                    "properties": {
+                        "uri": {"type": "string"},
+                        "bytes": {"type": "string", "format": "byte"},
+                        "mimeType": {"type": "string"},
+                        "name": {"type": "string"},
+                    },
+                },
+                "data": copy.deepcopy(_OBJECT),
+                "metadata": copy.deepcopy(_OBJECT),
+            },
+        },
+    )
+    message = schema.component(
+        "V03JsonMessage",
+        {
+            "type": "object",
+            "description": "A v0.3 JSON Message (v0.3 specification 6.4).",
+            "required": ["messageId", "role", "parts"],
+            "properties": {
+                "kind": {"type": "string", "enum": ["message"]},
+                "role": {"type": "string", "enum": ["user", "agent"]},
+                "parts": {"type": "array", "items": part, "minItems": 1},
+                **_message_fields(schema),
+            },
+        },
+    )
+    return schema.component(
+        "V03JsonMessageSendParams",
+        {
+            "type": "object",
+            "description": "v0.3 JSON MessageSendParams (v0.3 specification 7.1.1), the "
+            "`json` spelling: SendMessage answers the bare Task or Message.",
+            "required": ["message"],
+            "properties": {
+                "message": message,
+                "configuration": _send_configuration(schema),
+                "metadata": copy.deepcopy(_OBJECT),
+            },
+        },
+    )
+
+
+def _draft_send(schema: A2ARestSchema) -> dict[str, Any]:
+    part = schema.component(
+        "V03DraftPart",
+        {
+            "type": "object",
+            "description": "The v1 draft's Part: `text`, `file` or `data`.",
+            "properties": {
+                "text": {"type": "string"},
+                "file": {
+                    "type": "object",
+                    "properties": {
+                        "fileWithUri": {"type": "string"},
+                        "fileWithBytes": {"type": "string", "format": "byte"},
+                        "mediaType": {"type": "string"},
+                        "name": {"type": "string"},
+                    },
+                },
+                "data": {"type": "object", "properties": {"data": copy.deepcopy(_OBJECT)}},
+                "metadata": copy.deepcopy(_OBJECT),
+            },
+        },
+    )
+    message = schema.component(
+        "V03DraftMessage",
+        {
+            "type": "object",
+            "description": "The v1 draft's Message: `parts` (proto-JSON v0.3: `content`).",
+            "required": ["messageId", "role", "parts"],
+            "properties": {
+                "role": {"type": "string", "enum": ["ROLE_USER", "ROLE_AGENT"]},
+                "parts": {"type": "array", "items": part, "minItems": 1},
+                **_message_fields(schema),
+            },
+        },
+    )
+    return schema.component(
+        "V03DraftSendMessageRequest",
+        {
+            "type": "object",
+            "description": "The v1 draft's SendMessageRequest, the `draft` spelling.",
+            "required": ["message"],
+            "properties": {
+                "message": message,
+                "configuration": _send_configuration(schema),
+                "metadata": copy.deepcopy(_OBJECT),
+            },
+        },
+    )
+
+
+def _v03_send_body(schema: A2ARestSchema) -> dict[str, Any]:
+    return schema.component(
+        "V03SendMessageBody",
+        {
+            "description": "A SendMessage body in one of REST v0.3's spellings: proto-JSON "
+            "(also the mapping table's), v0.3 JSON or the v1 draft's. The answer comes in the "
+            "same spelling; a body mixing them is refused (400, naming the field).",
+            "anyOf": [
+                schema.protos.ref(pb03.SendMessageRequest.DESCRIPTOR),
+                _json_send(schema),
+                _draft_send(schema),
+            ],
+        },
+    )
+
+
+def _v03_push_create_body(schema: A2ARestSchema) -> dict[str, Any]:
+    config = schema.protos.ref(pb03.PushNotificationConfig.DESCRIPTOR)
+    json_config = schema.component(
+        "V03JsonTaskPushNotificationConfig",
+        {
+            "type": "object",
+            "description": "v0.3 JSON's TaskPushNotificationConfig (the `json` spelling).",
+            "required": ["pushNotificationConfig"],
+            "properties": {"taskId": {"type": "string"}, "pushNotificationConfig": config},
+        },
+    )
+    draft_config = schema.component(
+        "V03DraftTaskPushNotificationConfig",
+        {
+            "type": "object",
+            "description": "The v1 draft's bare TaskPushNotificationConfig (its HTTP rule's "
+            '`body: "config"`); `name` is tasks/{id}/pushNotificationConfigs/{config id}.',
+            "required": ["pushNotificationConfig"],
+            "properties": {"name": {"type": "string"}, "pushNotificationConfig": config},
+        },
+    )
+    return schema.component(
+        "V03CreatePushConfigBody",
+        {
+            "description": "proto-JSON's CreateTaskPushNotificationConfigRequest (the mapping "
+            "table sends `config` alone), v0.3 JSON's TaskPushNotificationConfig, or the v1 "
+            "draft's bare TaskPushNotificationConfig.",
+            "anyOf": [
+                schema.protos.ref(pb03.CreateTaskPushNotificationConfigRequest.DESCRIPTOR),
+                json_config,
+                draft_config,
+            ],
+        },
+    )
 
 
 # --- the operations ---------------------------------------------------------------------------
@@ -379,6 +577,27 @@ def _hello(message_id: str) -> Mapping[str, dict[str, Any]]:
     }
 
 
+def _v03_hellos() -> dict[str, dict[str, Any]]:
+    """The same message in REST v0.3's other spellings."""
+    return {
+        spellings.JSON: {
+            "message": {
+                "kind": "message",
+                "messageId": "3c8e1f52-7a4b-4d09-b6e2-9f0a1c2d3e64",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "Hi"}],
+            }
+        },
+        spellings.DRAFT: {
+            "message": {
+                "messageId": "a7d2e9c4-5b1f-4e86-8c3a-2f4b6d8e0a15",
+                "role": "ROLE_USER",
+                "parts": [{"text": "Hi"}],
+            }
+        },
+    }
+
+
 PUSH_OFF = (
     " An agent that does not offer push notifications (its card's "
     "capabilities.pushNotifications is false) answers 400 PUSH_NOTIFICATION_NOT_SUPPORTED."
@@ -407,12 +626,29 @@ def _push_list_query(dialect: str) -> list[Param]:
     ]
 
 
+SEND_BODY: Mapping[str, Body] = {
+    V1_0: lambda schema: schema.protos.ref(pb10.SendMessageRequest.DESCRIPTOR),
+    V0_3: _v03_send_body,
+}
+CONFIG_ID = Param(
+    "configId",
+    {"type": "string"},
+    "v0.3, the v1 draft's spelling: the id of the config (its HTTP rule's config_id).",
+)
+SPELLING = Param(
+    "spelling",
+    {"type": "string", "enum": list(spellings.SPELLINGS)},
+    "v0.3 only: answer in this wire spelling (proto-json, json, draft, mapping). Without it, "
+    "a request with a body answers in the body's spelling, one without in the spelling of the "
+    "request that created the task, and GET tasks and the card in proto-json.",
+)
+
 OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
     (rest.SendMessageView, "POST"): Operation(
         "send_message",
         "Send a message",
         "Send a message to the agent; answers the task, or a direct message from the agent.",
-        request=proto(pb10.SendMessageRequest, pb03.SendMessageRequest),
+        request=SEND_BODY,
         request_required=True,
         response=proto(pb10.SendMessageResponse, pb03.SendMessageResponse),
         errors=ERRORS_BODY,
@@ -423,7 +659,7 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
         "Send a message and stream the task's events",
         "Server-sent events; each event's `data` is one StreamResponse in proto-JSON. "
         "Errors before the stream starts are JSON; a later error is the stream's last event.",
-        request=proto(pb10.SendMessageRequest, pb03.SendMessageRequest),
+        request=SEND_BODY,
         request_required=True,
         stream_event=proto(pb10.StreamResponse, pb03.StreamResponse),
         errors=ERRORS_BODY,
@@ -432,10 +668,13 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
     (rest.TaskListView, "GET"): Operation(
         "list_tasks",
         "List tasks",
-        "The caller's tasks of this agent, newest first, a page at a time.",
+        "The caller's tasks of this agent, newest first, a page at a time. v0.3's `mapping` "
+        "spelling (the transport mapping table) answers a bare array of tasks: one page.",
         response={
             V1_0: lambda schema: schema.protos.ref(pb10.ListTasksResponse.DESCRIPTOR),
-            V0_3: _v03_list_tasks_response,
+            V0_3: lambda schema: _or_bare_array(
+                schema, "V03ListTasksAnswer", _v03_list_tasks_response(schema), pb03.Task
+            ),
         },
         list_query=True,
     ),
@@ -481,10 +720,16 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
         "list_task_push_notification_configs",
         "List a task's push notification configs",
         "The task's configs, ordered by id, a page at a time (v0.3: `configs`, plus "
-        "`nextPageToken` when there is another page)." + PUSH_OFF,
+        "`nextPageToken` when there is another page; the `json` and `mapping` spellings answer a "
+        "bare array, one page)." + PUSH_OFF,
         response={
             V1_0: lambda s: s.protos.ref(pb10.ListTaskPushNotificationConfigsResponse.DESCRIPTOR),
-            V0_3: lambda s: s.protos.ref(pb03.ListTaskPushNotificationConfigResponse.DESCRIPTOR),
+            V0_3: lambda s: _or_bare_array(
+                s,
+                "V03ListPushConfigsAnswer",
+                s.protos.ref(pb03.ListTaskPushNotificationConfigResponse.DESCRIPTOR),
+                pb03.TaskPushNotificationConfig,
+            ),
         },
         push_list_query=True,
     ),
@@ -494,12 +739,16 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
         "Register a webhook for the task's updates; a config with the same id is replaced, and "
         "without an id one is generated. The path names the task: a body naming another is "
         "refused. v1.0 takes a TaskPushNotificationConfig; v0.3 its "
-        "CreateTaskPushNotificationConfigRequest (`parent` `tasks/{id}`, `configId`, `config`). "
+        "CreateTaskPushNotificationConfigRequest (`parent` `tasks/{id}`, `configId`, `config`), "
+        "v0.3 JSON's TaskPushNotificationConfig (`taskId`, `pushNotificationConfig`) or the v1 "
+        "draft's bare config (`name`, `pushNotificationConfig`; or the `configId` parameter). "
         "The URL must reach the public internet (400 INVALID_PARAMS says why it does not)."
         + PUSH_OFF,
-        request=proto(
-            pb10.TaskPushNotificationConfig, pb03.CreateTaskPushNotificationConfigRequest
-        ),
+        request={
+            V1_0: lambda schema: schema.protos.ref(pb10.TaskPushNotificationConfig.DESCRIPTOR),
+            V0_3: _v03_push_create_body,
+        },
+        query=(CONFIG_ID,),
         request_required=True,
         response=proto(pb10.TaskPushNotificationConfig, pb03.TaskPushNotificationConfig),
         errors=ERRORS_BODY,
@@ -514,8 +763,9 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
     (rest.PushConfigView, "DELETE"): Operation(
         "delete_task_push_notification_config",
         "Delete a push notification config",
-        "Answers google.protobuf.Empty (`{}`)." + PUSH_OFF,
-        response={V1_0: _empty, V0_3: _empty},
+        "Answers google.protobuf.Empty (`{}`); v0.3 JSON (the `json` spelling) answers `null`."
+        + PUSH_OFF,
+        response={V1_0: _empty, V0_3: lambda schema: {**_empty(schema), "nullable": True}},
         query=(TENANT,),
     ),
     (rest.ExtendedCardView, "GET"): Operation(
@@ -657,6 +907,10 @@ class A2ARestSchema(AutoSchema):
             query = _list_query(self.dialect)
         if self.operation.push_list_query:
             query = _push_list_query(self.dialect)
+        if self.dialect == V0_3:
+            query.append(SPELLING)
+        else:
+            query = [p for p in query if p is not CONFIG_ID]
         version = Param(
             "A2A-Version",
             {"type": "string", "enum": [self.dialect]},
@@ -697,15 +951,21 @@ class A2ARestSchema(AutoSchema):
     def get_examples(self) -> list[OpenApiExample]:
         if self.operation is None or self.operation.example is None:
             return super().get_examples()
-        value = self.operation.example[self.dialect]
+        examples = [("Hello", "A user message", self.operation.example[self.dialect])]
+        if self.dialect == V0_3:
+            examples += [
+                (f"Hello ({name})", f"A user message, {spellings.NAMES[name]}", value)
+                for name, value in _v03_hellos().items()
+            ]
         return [
             OpenApiExample(
-                "Hello",
+                name,
                 value=value,
-                summary="A user message",
+                summary=summary,
                 request_only=True,
                 media_type=media_type,
             )
+            for name, summary, value in examples
             for media_type in JSON_TYPES
         ]
 

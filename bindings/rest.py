@@ -4,15 +4,18 @@ One async DRF view per operation (adrf: a sync view would hold a blocked thread 
 a blocking send lasts, and could not notice a client leaving a stream). A view parses with its
 dialect's codec, calls the operation every binding calls, and renders with the codec. Errors are
 `google.rpc.Status` bodies (spec 11.6) with the spec's HTTP status; v0.3 bodies also carry the
-`type` and `message` that the v0.3 REST clients read.
+`type` and `message` that the v0.3 REST clients read. REST v0.3 reads and answers several
+wire spellings (bindings.codecs.spellings): a body's own, else the task creator's, else
+proto-JSON, unless `?spelling=` names one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
 from a2a.types import AgentCard as AgentCardProto
@@ -57,12 +60,13 @@ from tasks_app.operations import (
     task_cancel,
     task_get,
     task_list,
+    task_origin,
     task_subscribe,
 )
 from tasks_app.streams import StreamItem
 
 from .callers import http_caller, http_identify, version_check
-from .codecs import v03, v10
+from .codecs import spellings, v03, v10
 from .errors import BodyTooLarge, MethodNotAllowed, UnsupportedMediaType, problem_of, rest_body
 from .sse import SseStream, sse_response
 from .wire import BadJson, contains_nul, json_loads
@@ -98,7 +102,19 @@ class A2AJsonBodyParser(JsonBodyParser):
     media_type = A2A_JSON
 
 
-class A2AJsonRenderer(JSONRenderer):
+class NullableJSONRenderer(JSONRenderer):
+    """JSON, with `None` written as `null` (DRF writes an empty body): v0.3 JSON answers
+    DELETE with `null`."""
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> Any:
+        if data is None:
+            return b"null"
+        return super().render(data, accepted_media_type, renderer_context)
+
+
+class A2AJsonRenderer(NullableJSONRenderer):
     media_type = A2A_JSON
 
 
@@ -129,9 +145,26 @@ class AnswerInKind(BaseContentNegotiation):
 
 class RestDialect:
     """What REST adds to a dialect's codec (bindings.codecs): bodies and query strings in, and
-    answers out, in this dialect's REST JSON."""
+    answers out, in this dialect's REST JSON. v0.3 has several wire spellings
+    (bindings.codecs.spellings), one RestDialect each; v1.0 has one."""
 
     version: ClassVar[str]
+    # The wire spelling (v0.3), kept with a task the request creates (Caller.spelling).
+    spelling: ClassVar[str] = ""
+
+    def spelled(self, spelling: str) -> RestDialect:
+        """This dialect in `spelling` ("" or one not known: its default)."""
+        return self
+
+    def send_dialect(self, body: Any, asked: str) -> RestDialect:
+        """The spelling a SendMessage body is written in; `asked`: what `?spelling=` names."""
+        return self
+
+    async def push_create_dialect(
+        self, call: Caller, task_id: str, body: Any, asked: str
+    ) -> RestDialect:
+        """The spelling a push config create body is written in."""
+        return self
 
     def send_request(self, body: Any) -> SendMessageRequest:
         raise NotImplementedError
@@ -142,7 +175,7 @@ class RestDialect:
     def task(self, task: TaskProto) -> Any:
         raise NotImplementedError
 
-    async def get(self, call: Caller, request: GetTaskRequest) -> Any:
+    async def get(self, call: Caller, request: GetTaskRequest, asked: str) -> Any:
         """GetTask's answer in this dialect."""
         return self.task(await task_get(caller=call, request=request))
 
@@ -162,9 +195,12 @@ class RestDialect:
     def card(self, card: AgentCardProto) -> Any:
         raise NotImplementedError
 
-    def push_create_request(self, task_id: str, body: Any) -> TaskPushNotificationConfig:
+    def push_create_request(
+        self, task_id: str, body: Any, config_id: str = ""
+    ) -> TaskPushNotificationConfig:
         """The config a POST tasks/{id}/pushNotificationConfigs body asks for, on the path's
-        task: a body that names another task is invalid."""
+        task: a body that names another task is invalid. `config_id`: the `configId` query
+        parameter (the draft's transcoding)."""
         raise NotImplementedError
 
     def push_config(self, config: TaskPushNotificationConfig) -> Any:
@@ -183,7 +219,7 @@ class RestDialect:
         raise NotImplementedError
 
     def push_deleted(self) -> Any:
-        """What DELETE answers: google.protobuf.Empty in both dialects."""
+        """What DELETE answers: google.protobuf.Empty in both dialects' protos."""
         return {}
 
     # The typed query parameters of GET /tasks, as this dialect names them.
@@ -222,7 +258,7 @@ class RestV10(RestDialect):
     def task(self, task: TaskProto) -> Any:
         return v10.to_json(task)
 
-    async def get(self, call: Caller, request: GetTaskRequest) -> Any:
+    async def get(self, call: Caller, request: GetTaskRequest, asked: str) -> Any:
         return await task_get(caller=call, request=request, as_json=True)  # without the proto
 
     def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
@@ -243,7 +279,9 @@ class RestV10(RestDialect):
     def card(self, card: AgentCardProto) -> Any:
         return v10.to_json(card)
 
-    def push_create_request(self, task_id: str, body: Any) -> TaskPushNotificationConfig:
+    def push_create_request(
+        self, task_id: str, body: Any, config_id: str = ""
+    ) -> TaskPushNotificationConfig:
         config = v10.v10_params(_object(body), TaskPushNotificationConfig)
         if config.task_id not in ("", task_id):
             raise InvalidParamsError(
@@ -260,20 +298,48 @@ class RestV10(RestDialect):
 
 
 class RestV03(RestDialect):
-    """v0.3 REST speaks the JSON form of the v0.3 protos (`a2a.v1` in the SDK's compat
-    package): the v0.3 codec's "proto_json" form."""
+    """v0.3 REST in its default spelling, the JSON form of the v0.3 protos (`a2a.v1` in the
+    SDK's compat package): the v0.3 codec's "proto_json" form, what the SDK's v0.3 REST client
+    speaks. The other spellings are subclasses; `spelled` picks one."""
 
     version = V0_3
+    spelling = spellings.PROTO_JSON
+    form: ClassVar[Literal["json", "proto_json"]] = "proto_json"
     list_query = _LIST_QUERY | {"lastUpdatedAfter": int}  # epoch milliseconds
+
+    def spelled(self, spelling: str) -> RestDialect:
+        return V03_SPELLED.get(spelling) or V03_SPELLED[spellings.DEFAULT]
+
+    def send_dialect(self, body: Any, asked: str) -> RestDialect:
+        fits = spellings.resolve(spellings.send_clues(_object(body)), asked)
+        return self.spelled(spellings.preferred(fits))
+
+    async def push_create_dialect(
+        self, call: Caller, task_id: str, body: Any, asked: str
+    ) -> RestDialect:
+        """A body that fits spellings whose answers differ (`{"pushNotificationConfig": ...}`
+        is both v0.3 JSON's and the draft's) answers in the task's creator's spelling."""
+        fits = spellings.resolve(spellings.push_create_clues(_object(body)), asked)
+        if len(fits) > 1 and not fits <= {spellings.PROTO_JSON, spellings.MAPPING}:
+            origin = await task_origin(caller=call, task_id=task_id)
+            if origin is not None and origin.spelling in fits:
+                return self.spelled(origin.spelling)
+        return self.spelled(spellings.preferred(fits))
 
     def send_request(self, body: Any) -> SendMessageRequest:
         return v03.v03pb_send_request(_v03_proto(_object(body), pb03.SendMessageRequest))
 
     def send_result(self, result: TaskProto | MessageProto) -> Any:
-        return v03.send_result(result, "proto_json")
+        return v03.send_result(result, self.form)
 
     def task(self, task: TaskProto) -> Any:
-        return v03.task_out(task, "proto_json")
+        return v03.task_out(task, self.form)
+
+    async def get(self, call: Caller, request: GetTaskRequest, asked: str) -> Any:
+        """In the spelling asked for, else the one the task's creator used (read with the
+        task, no query more)."""
+        task, origin = await task_get(caller=call, request=request, with_origin=True)
+        return self.spelled(asked or origin.spelling).task(task)
 
     def get_request(self, task_id: str, history_length: int | None) -> GetTaskRequest:
         return v03.v03pb_get_request(task_id, history_length)
@@ -282,15 +348,17 @@ class RestV03(RestDialect):
         return v03.v03_convert("tasks", v03.v03_list_request, query)
 
     def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
-        return v03.list_result(request, response, "proto_json")
+        return v03.list_result(request, response, self.form)
 
     def stream_renderer(self) -> Callable[[StreamItem], Any]:
-        return v03.stream_renderer("proto_json")
+        return v03.stream_renderer(self.form)
 
     def card(self, card: AgentCardProto) -> Any:
-        return v03.card_out(card, "proto_json")
+        return v03.card_out(card, self.form)
 
-    def push_create_request(self, task_id: str, body: Any) -> TaskPushNotificationConfig:
+    def push_create_request(
+        self, task_id: str, body: Any, config_id: str = ""
+    ) -> TaskPushNotificationConfig:
         # v0.3's CreateTaskPushNotificationConfigRequest: `parent` (tasks/{id}), `configId`
         # and the `config`; the SDK's v0.3 client sends them in their proto field names.
         request = _v03_proto(_object(body), pb03.CreateTaskPushNotificationConfigRequest)
@@ -303,7 +371,7 @@ class RestV03(RestDialect):
         return v03.v03pb_push_config_request(request)
 
     def push_config(self, config: TaskPushNotificationConfig) -> Any:
-        return v03.push_config_out(config, "proto_json")
+        return v03.push_config_out(config, self.form)
 
     def push_list_result(self, response: ListTaskPushNotificationConfigsResponse) -> Any:
         # v0.3's ListTaskPushNotificationConfigResponse, `configs` present even when empty.
@@ -315,7 +383,92 @@ class RestV03(RestDialect):
         return result
 
 
-DIALECTS: dict[str, RestDialect] = {V1_0: RestV10(), V0_3: RestV03()}
+class RestV03Json(RestV03):
+    """v0.3's JSON objects (the v0.3 specification's REST section, the v0.3 endpoint summary):
+    JSON-RPC v0.3's params and results without the JSON-RPC envelope. SendMessage answers the
+    bare Task or Message, stream events are the bare events (`kind` tells them apart), the
+    push config list is an array and DELETE answers `null`, as the endpoint summary gives."""
+
+    spelling = spellings.JSON
+    form = "json"
+
+    def send_request(self, body: Any) -> SendMessageRequest:
+        return v03.v03json_send_request(_object(body))
+
+    def push_create_request(
+        self, task_id: str, body: Any, config_id: str = ""
+    ) -> TaskPushNotificationConfig:
+        body = _object(body)
+        named = body.get("taskId", body.get("task_id"))
+        if named not in (None, "", task_id):
+            raise InvalidParamsError(
+                f"The body names task {str(named)[:100]!r} but the path names {task_id!r}."
+            )
+        params = {k: v for k, v in body.items() if k not in ("taskId", "task_id")}
+        return v03.v03json_push_config_request({**params, "taskId": task_id})
+
+    def push_list_result(self, response: ListTaskPushNotificationConfigsResponse) -> Any:
+        return [self.push_config(config) for config in response.configs]
+
+    def push_deleted(self) -> Any:
+        return None
+
+
+class RestV03Draft(RestV03):
+    """The earlier v1 draft (its proto and JSON Schema): the v0.3 protos' JSON with a
+    message's `parts` (not `content`), files' `mediaType` (not `mimeType`), a send's
+    `pushNotificationConfig` (not `pushNotification`), and the bare config as a push config
+    create body. Read by renaming into proto-json, answered by renaming back."""
+
+    spelling = spellings.DRAFT
+
+    def send_request(self, body: Any) -> SendMessageRequest:
+        renamed, references = spellings.draft_send_body(_object(body))
+        request = super().send_request(renamed)
+        request.message.reference_task_ids.extend(references)
+        return request
+
+    def send_result(self, result: TaskProto | MessageProto) -> Any:
+        return spellings.draft_event(super().send_result(result))
+
+    def task(self, task: TaskProto) -> Any:
+        return spellings.draft_task(super().task(task))
+
+    def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
+        result = super().list_result(request, response)
+        return {**result, "tasks": [spellings.draft_task(task) for task in result["tasks"]]}
+
+    def stream_renderer(self) -> Callable[[StreamItem], Any]:
+        render = super().stream_renderer()
+        return lambda item: [spellings.draft_event(event) for event in render(item)]
+
+    def card(self, card: AgentCardProto) -> Any:
+        return spellings.draft_card(super().card(card))
+
+    def push_create_request(
+        self, task_id: str, body: Any, config_id: str = ""
+    ) -> TaskPushNotificationConfig:
+        renamed = spellings.draft_push_create_body(task_id, _object(body), config_id)
+        return super().push_create_request(task_id, renamed)
+
+
+class RestV03Mapping(RestV03):
+    """The transport mapping table: proto-json bodies and answers, but its two list rows
+    answer bare arrays (`[Task]`, `[TaskPushNotificationConfig]`): one page each."""
+
+    spelling = spellings.MAPPING
+
+    def list_result(self, request: ListTasksRequest, response: ListTasksResponse) -> Any:
+        return super().list_result(request, response)["tasks"]
+
+    def push_list_result(self, response: ListTaskPushNotificationConfigsResponse) -> Any:
+        return [self.push_config(config) for config in response.configs]
+
+
+V03_SPELLED: dict[str, RestV03] = {
+    codec.spelling: codec for codec in (RestV03(), RestV03Json(), RestV03Draft(), RestV03Mapping())
+}
+DIALECTS: dict[str, RestDialect] = {V1_0: RestV10(), V0_3: V03_SPELLED[spellings.DEFAULT]}
 
 
 def _object(body: Any) -> dict[str, Any]:
@@ -377,7 +530,7 @@ class A2AView(APIView):
     permission_classes: ClassVar[list[Any]] = []
     throttle_classes: ClassVar[list[Any]] = []
     parser_classes: ClassVar[list[Any]] = [JsonBodyParser, A2AJsonBodyParser]
-    renderer_classes: ClassVar[list[Any]] = [JSONRenderer, A2AJsonRenderer]
+    renderer_classes: ClassVar[list[Any]] = [NullableJSONRenderer, A2AJsonRenderer]
     content_negotiation_class = AnswerInKind
     metadata_class = None  # OPTIONS is not an A2A operation
     # Set per URL (as_view(dialect=...)): the path decides the dialect.
@@ -430,6 +583,22 @@ class A2AView(APIView):
         )
         return http_caller(identified, request.headers, dialect=self.dialect)
 
+    def asked(self, request: Request) -> str:
+        """The v0.3 spelling the request asks to be answered in (`?spelling=`), "" for none;
+        v1.0 has one spelling."""
+        if self.dialect != V0_3:
+            return ""
+        return spellings.asked(request.query_params.get("spelling"))
+
+    async def task_dialect(self, call: Caller, request: Request, task_id: str) -> RestDialect:
+        """A request without a body answers in the spelling it asks for, else in the one the
+        request that created the task used (one query; v0.3 only)."""
+        asked = self.asked(request)
+        if asked or self.dialect != V0_3:
+            return self.codec.spelled(asked)
+        origin = await task_origin(caller=call, task_id=task_id)
+        return self.codec.spelled(origin.spelling if origin is not None else "")
+
     def body(self, request: Request) -> Any:
         """The JSON body, or an empty object when there is none."""
         if request.stream is None and "Transfer-Encoding" not in request.headers:
@@ -474,20 +643,29 @@ def _ours(exc: Exception, request: Request) -> BaseException:
     return exc
 
 
+def _spelled(call: Caller, codec: RestDialect) -> Caller:
+    """The caller, carrying the spelling its request used: a task it creates keeps it."""
+    return dataclasses.replace(call, spelling=codec.spelling) if codec.spelling else call
+
+
 class SendMessageView(A2AView):
     async def post(self, request: Request, **kwargs: Any) -> Response:
         call = await self.caller(request)
-        send_request = self.codec.send_request(self.body(request))
-        result = await message_send(caller=call, request=send_request)
-        return Response(self.codec.send_result(result))
+        body = self.body(request)
+        codec = self.codec.send_dialect(body, self.asked(request))
+        send_request = codec.send_request(body)
+        result = await message_send(caller=_spelled(call, codec), request=send_request)
+        return Response(codec.send_result(result))
 
 
 class SendStreamingMessageView(A2AView):
     async def post(self, request: Request, **kwargs: Any) -> HttpResponse:
         call = await self.caller(request)
-        send_request = self.codec.send_request(self.body(request))
-        stream = await message_stream(caller=call, request=send_request)
-        return self.stream(SseStream(stream, self.codec.stream_renderer()))
+        body = self.body(request)
+        codec = self.codec.send_dialect(body, self.asked(request))
+        send_request = codec.send_request(body)
+        stream = await message_stream(caller=_spelled(call, codec), request=send_request)
+        return self.stream(SseStream(stream, codec.stream_renderer()))
 
 
 class TaskView(A2AView):
@@ -496,16 +674,19 @@ class TaskView(A2AView):
         query = _typed_query(request, {"historyLength": int, "tenant": str})
         get_request = self.codec.get_request(task_id, query.get("historyLength"))
         get_request.tenant = query.get("tenant", "")
-        return Response(await self.codec.get(call, get_request))
+        return Response(await self.codec.get(call, get_request, self.asked(request)))
 
 
 class TaskListView(A2AView):
+    """No task to take a spelling from: the default, unless `?spelling=` asks for another."""
+
     async def get(self, request: Request, **kwargs: Any) -> Response:
         call = await self.caller(request)
-        list_request = self.codec.list_request(_typed_query(request, self.codec.list_query))
+        codec = self.codec.spelled(self.asked(request))
+        list_request = codec.list_request(_typed_query(request, codec.list_query))
         list_request.tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
         response = await task_list(caller=call, request=list_request)
-        return Response(self.codec.list_result(list_request, response))
+        return Response(codec.list_result(list_request, response))
 
 
 class CancelTaskView(A2AView):
@@ -519,9 +700,17 @@ class CancelTaskView(A2AView):
             raise InvalidParamsError(
                 f"The body names task {str(body['id'])[:100]!r} but the path names {task_id!r}."
             )
-        return Response(
-            self.codec.task(await task_cancel(caller=call, task_id=task_id, tenant=tenant))
+        # v0.3's CancelTaskRequest (the mapping table's payload) names the task `tasks/{id}`.
+        if self.dialect == V0_3 and body.get("name") not in (None, "", f"tasks/{task_id}"):
+            raise InvalidParamsError(
+                f"The body's name {str(body['name'])[:100]!r} is not this path's task "
+                f"('tasks/{task_id}')."
+            )
+        asked = self.asked(request)
+        task, origin = await task_cancel(
+            caller=call, task_id=task_id, tenant=tenant, with_origin=True
         )
+        return Response(self.codec.spelled(asked or origin.spelling).task(task))
 
 
 class SubscribeView(A2AView):
@@ -531,10 +720,11 @@ class SubscribeView(A2AView):
     async def get(self, request: Request, task_id: str, **kwargs: Any) -> HttpResponse:
         call = await self.caller(request)
         tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
+        codec = await self.task_dialect(call, request, task_id)
         stream = await task_subscribe(
             caller=call, task_id=task_id, last_event_id=call.last_event_id, tenant=tenant
         )
-        return self.stream(SseStream(stream, self.codec.stream_renderer()))
+        return self.stream(SseStream(stream, codec.stream_renderer()))
 
     async def post(self, request: Request, task_id: str, **kwargs: Any) -> HttpResponse:
         return await self.get(request, task_id, **kwargs)
@@ -553,16 +743,20 @@ class PushConfigsView(A2AView):
 
     async def post(self, request: Request, task_id: str, **kwargs: Any) -> Response:
         call = await self.caller(request)
-        config = self.codec.push_create_request(task_id, self.body(request))
+        body = self.body(request)
+        codec = await self.codec.push_create_dialect(call, task_id, body, self.asked(request))
+        config_id = _typed_query(request, {"configId": str}).get("configId", "")
+        config = codec.push_create_request(task_id, body, config_id)
         created = await push_config_create(caller=call, config=config)
-        return Response(self.codec.push_config(created))
+        return Response(codec.push_config(created))
 
     async def get(self, request: Request, task_id: str, **kwargs: Any) -> Response:
         call = await self.caller(request)
         query = _typed_query(request, self.codec.push_list_query)
         list_request = self.codec.push_list_request(task_id, query)
+        codec = await self.task_dialect(call, request, task_id)
         response = await push_config_list(caller=call, request=list_request)
-        return Response(self.codec.push_list_result(response))
+        return Response(codec.push_list_result(response))
 
 
 class PushConfigView(A2AView):
@@ -573,26 +767,29 @@ class PushConfigView(A2AView):
     async def get(self, request: Request, task_id: str, config_id: str, **kwargs: Any) -> Response:
         call = await self.caller(request)
         tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
+        codec = await self.task_dialect(call, request, task_id)
         config = await push_config_get(
             caller=call, task_id=task_id, config_id=_config_id(config_id), tenant=tenant
         )
-        return Response(self.codec.push_config(config))
+        return Response(codec.push_config(config))
 
     async def delete(
         self, request: Request, task_id: str, config_id: str, **kwargs: Any
     ) -> Response:
         call = await self.caller(request)
         tenant = _typed_query(request, {"tenant": str}).get("tenant", "")
+        codec = await self.task_dialect(call, request, task_id)
         await push_config_delete(
             caller=call, task_id=task_id, config_id=_config_id(config_id), tenant=tenant
         )
-        return Response(self.codec.push_deleted())
+        return Response(codec.push_deleted())
 
 
 class ExtendedCardView(A2AView):
     async def get(self, request: Request, **kwargs: Any) -> Response:
         call = await self.caller(request)
-        return Response(self.codec.card(await extended_card_get(caller=call)))
+        codec = self.codec.spelled(self.asked(request))
+        return Response(codec.card(await extended_card_get(caller=call)))
 
 
 class UnknownPathView(A2AView):

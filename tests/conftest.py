@@ -32,8 +32,10 @@ def _free_port() -> int:
 
 
 def _wait_for_port(
-    port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30
+    port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90
 ) -> None:
+    """Until the process listens on `port`; a process that does not within `timeout` (a busy
+    machine starts slowly: the bound is generous) is stopped, not left running."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -43,6 +45,7 @@ def _wait_for_port(
                 return
         except OSError:
             time.sleep(0.1)
+    stop_process(proc)
     raise RuntimeError(f"port {port} did not open:\n{log.read_text()[-4000:]}")
 
 

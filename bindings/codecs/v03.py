@@ -282,3 +282,23 @@ def v03pb_push_config_request(
     if not core.id and request.config_id:
         core.id = request.config_id
     return core
+
+
+# --- v0.3 JSON bodies on REST (the "json" spelling, bindings.codecs.spellings) ---------------
+
+
+def v03json_send_request(params: dict[str, Any]) -> SendMessageRequest:
+    """A REST body in v0.3's JSON (MessageSendParams), read as JSON-RPC reads message/send's
+    params: the SDK's v0.3 model, then its conversion."""
+    request = v03_request(v03.SendMessageRequest, "message/send", params)
+    return v03_convert("message/send", conversions.to_core_send_message_request, request)
+
+
+def v03json_push_config_request(params: dict[str, Any]) -> TaskPushNotificationConfig:
+    """A REST body in v0.3's JSON: a TaskPushNotificationConfig (`taskId`,
+    `pushNotificationConfig`), as tasks/pushNotificationConfig/set's params."""
+    method = "tasks/pushNotificationConfig/set"
+    request = v03_request(v03.SetTaskPushNotificationConfigRequest, method, params)
+    return v03_convert(
+        method, conversions.to_core_create_task_push_notification_config_request, request
+    )
