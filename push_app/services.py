@@ -126,7 +126,10 @@ def push_config_create(
 def push_config_delete(*, agent: Agent, principal: Principal, task_id: str, config_id: str) -> None:
     if not config_id:  # unlike a get, a delete never means "the first one"
         raise InvalidParamsError("Deleting a push notification config needs its 'id'.")
-    push_config_row(agent=agent, principal=principal, task_id=task_id, config_id=config_id).delete()
+    # Idempotent (v1.0.1 3.1.10: "multiple deletions of the same config have the same
+    # effect"): a config already gone is no error; a task the caller cannot see still is.
+    task = task_get_row(agent=agent, principal=principal, task_id=task_id)
+    PushConfig.objects.filter(task=task, config_id=config_id).delete()
 
 
 # --- the outbox ----------------------------------------------------------------------------

@@ -363,8 +363,18 @@ def test_the_grpc_sidecar_serves_on_the_address_run_sh_prints(embedded):
             answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
             assert answer.status == health_pb2.HealthCheckResponse.SERVING, service
     card = httpx.get(embedded.base + "echo/.well-known/agent-card.json", timeout=10).json()
-    advertised = {i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC"}
-    assert advertised == {embedded.grpc_address}
+    advertised = {
+        i["protocolVersion"]: i["url"]
+        for i in card["supportedInterfaces"]
+        if i["protocolBinding"] == "GRPC"
+    }
+    # v0.3 requests name no agent: their interface names it by its host (make run gives every
+    # agent one under .localhost).
+    port = embedded.grpc_address.rpartition(":")[2]
+    assert advertised == {
+        "1.0": embedded.grpc_address,
+        "0.3": f"echo--demo.localhost:{port}",
+    }
 
 
 def test_grpc_sends_share_the_embedded_database_and_broker(embedded):
