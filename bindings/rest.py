@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, TypeVar
@@ -491,11 +492,25 @@ _INT32 = (-(2**31), 2**31 - 1)
 _INT_RANGE = defaultdict(lambda: _INT32, {"lastUpdatedAfter": (0, 253402300799999)})
 
 
+# Where a JSON name's words meet, for its proto field name (`historyLength` -> `history_length`).
+_PROTO_NAME = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
 def _typed_query(request: Request, spec: dict[str, type]) -> dict[str, Any]:
-    """The query parameters this operation knows, typed; a bad value names its parameter."""
+    """The query parameters this operation knows, typed; a bad value names its parameter. As
+    in HTTP/JSON transcoding, a parameter may be spelled as its proto field (`history_length`)
+    or its JSON name (`historyLength`)."""
     values: dict[str, Any] = {}
     for name, kind in spec.items():
         raw = request.query_params.get(name)
+        field = _PROTO_NAME.sub("_", name).lower()
+        if field != name and (other := request.query_params.get(field)) is not None:
+            if raw is not None and raw != other:
+                raise InvalidParamsError(
+                    f"Query parameters {name!r} and {field!r} are one parameter and differ; "
+                    "send one of them."
+                )
+            raw = other
         if raw is None:
             continue
         if kind is int:

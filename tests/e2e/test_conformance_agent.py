@@ -197,6 +197,17 @@ def test_message_response_is_a_message_without_task(conf):
     assert message.message_id
 
 
+@pytest.mark.parametrize(
+    "prefix", ["cancel-test-message-id", "mapping-test-message-id", "test-history-create"]
+)
+def test_the_v03_tcks_tasks_to_cancel_or_continue_stay_open(conf, prefix):
+    """The v0.3 TCK cancels these tasks, or adds to their history, after its blocking send."""
+    task = ask_task(conf, prefix)
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    more = ask(conf, mid("test-history-message-1"), "more", task_id=task.id).task
+    assert more.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+
 def test_input_required_then_follow_up_completes(conf):
     first = ask_task(conf, "tck-input-required", "first")
     assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED

@@ -817,7 +817,7 @@ def test_extended_card_needs_a_key(http, public, d, live_platform):
     response = call(http, target, d, "card", {}, key=None, request_id="card")
     assert response.status_code == 401
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
-    assert response.json()["id"] == "card" and "requires an API key" in response.text
+    assert response.json()["id"] == "card" and "requires authentication" in response.text
     card = result_of(call(http, target, d, "card", {}, request_id="card"), "card")
     assert {s["id"] for s in card["skills"]} == {"pub", "x"}
     assert card["name"] == "Pub"

@@ -1240,7 +1240,7 @@ def test_extended_card_needs_a_key(http, target, d, path):
         status_body(response, 401)
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
         assert "x" not in {s["id"] for s in response.json().get("skills", [])}
-    assert "requires an API key" in req(http, "GET", public.url(d, path)).text
+    assert "requires authentication" in req(http, "GET", public.url(d, path)).text
     public_card = ok(req(http, "GET", public.root + ".well-known/agent-card.json"))
     assert {s["id"] for s in public_card["skills"]} == {"pub"}
 

@@ -599,3 +599,24 @@ def test_push_config_and_query_refusals_name_the_field(http, make_target):
     )
     a2a_error(response, V03, 400, "INVALID_PARAMS", "spelling", "message.kind")
     assert call(http, t, "GET", "tasks")["totalSize"] == 1
+
+
+def test_query_parameters_take_their_proto_field_names_too(http, make_target):
+    """The mapping table's REST column is the AIP-127 transcoding of the proto, where a query
+    parameter is named by its field (`history_length`) as well as its JSON name."""
+    t = make_target("conformance", kind="conformance")
+    first = {**proto_message("x"), "messageId": mid("tck-input-required")}
+    task_id = call(http, t, "POST", "message:send", {"message": first})["task"]["id"]
+    call(http, t, "POST", "message:send", {"message": {**proto_message("y"), "taskId": task_id}})
+    full = call(http, t, "GET", f"tasks/{task_id}")["history"]
+    assert len(full) > 1
+    for name in ("history_length", "historyLength"):
+        assert len(call(http, t, "GET", f"tasks/{task_id}", **{name: "1"})["history"]) == 1
+    response = req(
+        http,
+        "GET",
+        url(t, f"tasks/{task_id}"),
+        key=t.key,
+        params={"history_length": "1", "historyLength": "2"},
+    )
+    a2a_error(response, V03, 400, "INVALID_PARAMS", "historyLength", "history_length")
