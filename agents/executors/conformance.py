@@ -104,8 +104,9 @@ class ConformanceExecutor(AgentExecutor):
             ),
             ("tck-stream-002", self._complete_only),
             ("test-resubscribe-message-id", self._resubscribe),
-            # The v0.3 TCK cancels these tasks, and adds messages to the history test's, after
-            # its blocking send: they wait for input, so they are still open then.
+            # The v0.3 TCK cancels these tasks, or continues them, after its blocking send:
+            # they wait for input, so they are still open then.
+            ("text-message-id", self._input_required),
             ("cancel-test-message-id", self._input_required),
             ("mapping-test-message-id", self._input_required),
             ("test-history-", self._input_required),

@@ -198,7 +198,8 @@ def test_message_response_is_a_message_without_task(conf):
 
 
 @pytest.mark.parametrize(
-    "prefix", ["cancel-test-message-id", "mapping-test-message-id", "test-history-create"]
+    "prefix",
+    ["text-message-id", "cancel-test-message-id", "mapping-test-message-id", "test-history-create"],
 )
 def test_the_v03_tcks_tasks_to_cancel_or_continue_stay_open(conf, prefix):
     """The v0.3 TCK cancels these tasks, or adds to their history, after its blocking send."""
