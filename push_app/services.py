@@ -27,7 +27,7 @@ from tasks_app.models import Task, TaskEvent
 from tasks_app.selectors import task_get_row
 
 from .models import Delivery, PushConfig
-from .selectors import push_config_row, push_config_to_proto
+from .selectors import push_config_to_proto
 
 
 def push_url_validate(url: str) -> None:

@@ -380,5 +380,7 @@ def _iso(moment: datetime) -> str:
 
 async def extended_card_get(*, caller: Caller) -> AgentCard:
     if caller.principal.is_anonymous:
-        raise AuthenticationRequired("The extended agent card requires authentication: send an API key.")
+        raise AuthenticationRequired(
+            "The extended agent card requires authentication: send an API key."
+        )
     return await db(agent_card_build)(caller.agent, extended=True)
