@@ -84,3 +84,24 @@ def test_a_custom_domain_belongs_to_one_agent(pattern, make_tenant, make_agent):
     first.save()
     with pytest.raises(ValidationError, match="already has this custom domain"):
         second.full_clean()
+
+
+def test_the_origin_serves_the_default_agents_card(client, settings, make_tenant, make_agent):
+    """RFC 8615's well-known card at the platform's own origin: the default agent's, with its
+    URLs under /a2a/; a strict v1.0 card when asked with `A2A-Version: 1.0`."""
+    agent = make_agent(make_tenant("acme"), "helper")
+    settings.A2A_DEFAULT_AGENT = "acme/helper"
+    for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
+        response = client.get(path)
+        assert response.status_code == 200, response.content
+        card = response.json()
+        assert card["name"] == agent.name
+        assert card["url"].endswith("/a2a/acme/helper/")
+        assert response["Vary"] == "A2A-Version"
+    strict = client.get("/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}).json()
+    assert "url" not in strict and strict["supportedInterfaces"][0]["url"].endswith(
+        "/a2a/acme/helper/"
+    )
+    settings.A2A_DEFAULT_AGENT = ""
+    missing = client.get("/.well-known/agent-card.json")
+    assert missing.status_code == 404 and "no default agent" in missing.json()["message"]
