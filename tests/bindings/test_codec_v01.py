@@ -592,7 +592,8 @@ def test_methods_send_get_cancel(agent, no_runs, settings):
     params = {"id": task_id.hex, "sessionId": "s-1", "message": user_message("one")}
 
     created = call(agent, ALICE, "tasks/send", params)
-    assert created["id"] == str(task_id) and created["sessionId"] == "s-1"
+    # The id comes back as the client wrote it (hex), in every answer.
+    assert created["id"] == task_id.hex and created["sessionId"] == "s-1"
     assert created["status"]["state"] == "submitted"
     assert created["history"] == [{"role": "user", "parts": [{"type": "text", "text": "one"}]}]
 
@@ -608,7 +609,7 @@ def test_methods_send_get_cancel(agent, no_runs, settings):
         call(agent, BOB, "tasks/cancel", {"id": str(task_id)})
 
     got = call(agent, ALICE, "tasks/get", {"id": task_id.hex, "historyLength": 0})
-    assert got["id"] == str(task_id) and got["history"] == []
+    assert got["id"] == task_id.hex and got["history"] == []
     canceled = call(agent, ALICE, "tasks/cancel", {"id": str(task_id)})
     assert canceled["status"]["state"] == "canceled"
     assert canceled["status"]["message"]["role"] == "agent"
