@@ -11,10 +11,11 @@ the REST HTTP status with `error.details[0].reason`). Every helper answers in v1
 (`a2a.types`) or raises the A2A error class, so the scenarios read the same on every binding.
 
 Over gRPC the raw helpers are the generated stubs (v1.0 `lf.a2a.v1.A2AService`, v0.3
-`a2a.v1.A2AService`), and an error on the wire is its status code plus the `google.rpc.Status`
+`a2a.v1.A2AService`, whose ListTasks is the pre-1.0 draft's, in bindings/protos' messages), and
+an error on the wire is its status code plus the `google.rpc.Status`
 ErrorInfo reason (and, in v0.3, the `<ErrorClass>: ` message prefix). What gRPC cannot do is
 skipped in the parametrization with its reason, never dropped: resuming with `Last-Event-ID`
-(gRPC streams have no event ids) and, in v0.3, ListTasks (that service has no such method).
+(gRPC streams have no event ids).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from agents.errors import AuthenticationRequired
+from bindings.protos import messages_pb2 as seed_pb2
 
 from .clients import (
     AGENT_METADATA,
@@ -94,7 +96,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 NO_EVENT_IDS = (
     "gRPC streams have no event ids: resuming with Last-Event-ID is SSE's (JSON-RPC, REST)"
 )
-NO_V03_GRPC_LIST = "the v0.3 gRPC service (a2a.v1.A2AService) has no ListTasks method"
 
 NAMES = {JSONRPC: "jsonrpc", HTTP_JSON: "rest", GRPC: "grpc"}
 ALL_COMBINATIONS = [
@@ -115,17 +116,12 @@ def combinations(**cannot: str) -> list[Any]:
 
 
 COMBINATIONS = combinations()
-# The combinations that can list (every one but v0.3 gRPC) and resume by event id (not gRPC).
-LISTING = combinations(grpc_0_3=NO_V03_GRPC_LIST)
+# The combinations that resume by event id (not gRPC).
 RESUMING = combinations(grpc=NO_EVENT_IDS)
 # What a reading combination cannot show in test_a_task_reads_the_same_through_every_binding.
 CANNOT_READ = {
     (GRPC, V1_0): {"event log": NO_EVENT_IDS},
-    (GRPC, V0_3): {
-        "event log": NO_EVENT_IDS,
-        "list": NO_V03_GRPC_LIST,
-        "list without artifacts": NO_V03_GRPC_LIST,
-    },
+    (GRPC, V0_3): {"event log": NO_EVENT_IDS},
 }
 
 # Push URLs on this machine: the live platform allowlists loopback (A2A_PUSH_ALLOWED_NETWORKS);
@@ -570,6 +566,7 @@ class GrpcBinding(Binding):
         super().__init__(*args)
         self.tenant = tenant
         self.key = key
+        self.channel = channel
         self.stub: Any = (
             pb10_grpc.A2AServiceStub(channel)
             if self.version == V1_0
@@ -621,10 +618,29 @@ class GrpcBinding(Binding):
         return conversions.to_core_task(proto_utils.FromProto.task(task))
 
     async def raw_list(self, **fields: Any) -> ListTasksResponse:
-        if self.version == V0_3:
-            pytest.fail(NO_V03_GRPC_LIST)
-        return await self._unary(
-            self.stub.ListTasks, ListTasksRequest(tenant=self.tenant, **fields)
+        if self.version == V1_0:
+            return await self._unary(
+                self.stub.ListTasks, ListTasksRequest(tenant=self.tenant, **fields)
+            )
+        # v0.3: the service's ListTasks, the pre-1.0 draft's method, in the draft's messages.
+        core = ListTasksRequest(**fields)
+        request = seed_pb2.ListTasksRequest(
+            context_id=core.context_id, status=core.status, page_token=core.page_token
+        )
+        for field in ("page_size", "history_length", "include_artifacts"):
+            if core.HasField(field):
+                setattr(request, field, getattr(core, field))
+        list_tasks = self.channel.unary_unary(
+            f"/{pb03.DESCRIPTOR.services_by_name['A2AService'].full_name}/ListTasks",
+            request_serializer=seed_pb2.ListTasksRequest.SerializeToString,
+            response_deserializer=seed_pb2.ListTasksResponse.FromString,
+        )
+        answer = await self._unary(list_tasks, request)
+        return ListTasksResponse(
+            tasks=[conversions.to_core_task(proto_utils.FromProto.task(t)) for t in answer.tasks],
+            total_size=answer.total_size,
+            page_size=answer.page_size,
+            next_page_token=answer.next_page_token,
         )
 
     async def raw_extended_card(self) -> dict[str, Any]:
@@ -796,7 +812,7 @@ def test_get_with_history_length(run):
     run(scenario, input_required=True)
 
 
-@pytest.mark.parametrize("combination", LISTING)
+@pytest.mark.parametrize("combination", COMBINATIONS)
 def test_list_filters_by_context_and_pages_with_tokens(run):
     async def scenario(b: Binding) -> None:
         context = str(uuid.uuid4())
@@ -974,7 +990,7 @@ def test_another_tenant_cannot_replay_a_task_by_event_id(deploy, combination):
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize("combination", LISTING)
+@pytest.mark.parametrize("combination", COMBINATIONS)
 def test_another_tenant_lists_none_of_my_tasks(deploy, combination):
     url, key = deploy()
     other_url, other_key = deploy()
@@ -1022,7 +1038,7 @@ def test_invalid_params(run):
     run(scenario)
 
 
-@pytest.mark.parametrize("combination", LISTING)
+@pytest.mark.parametrize("combination", COMBINATIONS)
 def test_invalid_list_page_size(run):
     async def scenario(b: Binding) -> None:
         await b.send(user_message("x", mid()))
