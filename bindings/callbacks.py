@@ -39,7 +39,7 @@ from tasks_app.selectors import executor_state
 from tasks_app.services import task_events_record
 from tasks_app.streams import SETTLED_STATES
 
-from .wire import BadJson, contains_nul, json_loads
+from .wire import BadJson, json_loads, unstorable_text
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +99,8 @@ def webhook_callback_record(*, task_id: str, token: str, body: bytes) -> Callbac
             payload = json_loads(body)
         except BadJson as exc:
             raise CallbackRefused(400, "invalid_json", str(exc)) from None
-        if contains_nul(payload):
-            raise CallbackRefused(400, "invalid_event", "Strings must not contain U+0000 (NUL).")
+        if problem := unstorable_text(payload):
+            raise CallbackRefused(400, "invalid_event", f"Strings {problem}.")
         try:
             events = callback_events(payload, task_id=str(pk), context_id=task.context_id)
         except ReplyInvalid as exc:

@@ -54,7 +54,7 @@ from .codecs import v03, v10
 from .errors import grpc_status_of
 from .protos import messages_pb2 as pbx
 from .protos import service_pb2
-from .wire import contains_nul
+from .wire import unstorable_text
 
 R = TypeVar("R")
 Context = grpc.aio.ServicerContext
@@ -79,8 +79,8 @@ class _Service:
             as_json = MessageToDict(request)
         except SerializeToJsonError as exc:
             raise InvalidParamsError(f"Invalid request: {exc}") from None
-        if contains_nul(as_json):  # as the HTTP bindings refuse it
-            raise InvalidParamsError("Strings in the request must not contain U+0000 (NUL).")
+        if problem := unstorable_text(as_json):  # as the HTTP bindings refuse it
+            raise InvalidParamsError(f"Strings in the request {problem}.")
         metadata = [
             (key.lower(), value)
             for key, value in context.invocation_metadata() or ()

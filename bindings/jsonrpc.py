@@ -77,7 +77,7 @@ from .errors import (
     problem_of,
 )
 from .sse import SseStream, sse_response
-from .wire import BadJson, contains_nul, json_loads
+from .wire import BadJson, json_loads, unstorable_text
 
 Handler = Callable[[Caller, dict[str, Any]], Awaitable[Any]]
 
@@ -538,8 +538,8 @@ async def _dispatch_one(
             handler = UNVERSIONED.get(method, handler)
         if not isinstance(params, dict):
             raise InvalidParamsError("'params' must be an object: A2A methods take named params.")
-        if contains_nul(params):
-            raise InvalidParamsError("Strings in 'params' must not contain U+0000 (NUL).")
+        if problem := unstorable_text(params):
+            raise InvalidParamsError(f"Strings in 'params' {problem}.")
         if in_batch and method in STREAMING_METHODS:
             raise InvalidRequestError(f"{method} streams its answer and cannot be batched.")
         result = await handler(call, params)

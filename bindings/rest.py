@@ -70,7 +70,7 @@ from .callers import http_caller, http_identify, version_check
 from .codecs import spellings, v03, v10
 from .errors import BodyTooLarge, MethodNotAllowed, UnsupportedMediaType, problem_of, rest_body
 from .sse import SseStream, sse_response
-from .wire import BadJson, contains_nul, json_loads
+from .wire import BadJson, json_loads, unstorable_text
 
 P = TypeVar("P", bound=ProtoMessage)
 
@@ -94,8 +94,8 @@ class JsonBodyParser(BaseParser):
             body = json_loads(raw)
         except BadJson as exc:
             raise InvalidRequestError(str(exc)) from None
-        if contains_nul(body):
-            raise InvalidParamsError("Strings in the body must not contain U+0000 (NUL).")
+        if problem := unstorable_text(body):
+            raise InvalidParamsError(f"Strings in the body {problem}.")
         return body
 
 

@@ -1,14 +1,16 @@
 """What every HTTP binding checks in a JSON body before a codec sees it.
 
 JSON-RPC and REST both read bodies with `json_loads`: NaN and Infinity are not JSON, numbers
-too large for a float are refused, and strings holding U+0000 (which PostgreSQL cannot store)
-are found by `contains_nul`.
+too large for a float are refused, and `unstorable_text` finds strings the platform cannot keep:
+U+0000, which PostgreSQL cannot store, and lone UTF-16 surrogates (`"\ud800"` is valid JSON but
+no Unicode text: neither UTF-8, protobuf nor PostgreSQL can hold it).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 
@@ -38,17 +40,26 @@ def json_loads(raw: bytes | str) -> Any:
         ) from None
 
 
-def contains_nul(value: Any) -> bool:
-    """Whether any string in a JSON value holds U+0000."""
+# U+0000, and a surrogate code point standing alone (a pair in JSON decodes to one character).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable_text(value: Any) -> str | None:
+    """What makes a string in a JSON value unstorable (its keys included), or None."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                return True
+            if found := _UNSTORABLE.search(item):
+                char = found.group()
+                return (
+                    "must not contain U+0000 (NUL)"
+                    if char == "\x00"
+                    else f"must be Unicode text: U+{ord(char):04X} is a lone UTF-16 surrogate"
+                )
         elif isinstance(item, dict):
             stack.extend(item)
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-    return False
+    return None

@@ -627,6 +627,14 @@ def _malformed_bodies() -> list[tuple[str, dict[str, str], bytes, int]]:
         ("NUL in contextId v1.0", v10, v10_msg(contextId="a\u0000b"), -32602),
         ("NUL in text v0.3", v03, v03_msg(parts=[{"kind": "text", "text": "\u0000"}]), -32602),
         ("NUL in list filter", v10, rpc("ListTasks", {"contextId": "\u0000"}), -32602),
+        # Valid JSON, but no Unicode text: protobuf and PostgreSQL cannot hold it.
+        ("lone surrogate in text v1.0", v10, v10_msg(parts=[{"text": "a\ud800b"}]), -32602),
+        (
+            "lone surrogate in a metadata key v0.3",
+            v03,
+            v03_msg(metadata={"\udfff": "v"}),
+            -32602,
+        ),
         ("batch of junk", v10, json.dumps([[], {}, 1, None, "x", [[[]]]]).encode(), -32600),
     ]
     v10_fields: dict[str, Any] = {

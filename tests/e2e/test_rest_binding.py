@@ -894,16 +894,19 @@ def test_malformed_bodies_are_400(http, echo, d):
 
 
 @BOTH
-def test_nul_characters_in_strings_are_400(http, echo, d):
+def test_nul_characters_and_lone_surrogates_in_strings_are_400(http, echo, d):
     bodies = [
-        {"message": d.message("a\u0000b")},
-        {"message": d.message(contextId="ctx\u0000")},
-        {"message": d.message(), "metadata": {"k\u0000": "v"}},
+        ({"message": d.message("a\u0000b")}, "U+0000"),
+        ({"message": d.message(contextId="ctx\u0000")}, "U+0000"),
+        ({"message": d.message(), "metadata": {"k\u0000": "v"}}, "U+0000"),
+        # Valid JSON, but no Unicode text: protobuf and PostgreSQL cannot hold it.
+        ({"message": d.message("a\ud800b")}, "U+D800 is a lone UTF-16 surrogate"),
+        ({"message": d.message(), "metadata": {"\udfff": "v"}}, "U+DFFF"),
     ]
     for path in ("message:send", "message:stream"):
-        for body in bodies:
+        for body, named in bodies:
             response = req(http, "POST", echo.url(d, path), key=echo.key, body=body)
-            a2a_error(response, d, 400, "INVALID_PARAMS", "U+0000")
+            a2a_error(response, d, 400, "INVALID_PARAMS", named)
     response = req(http, "GET", echo.url(d, "tasks"), key=echo.key, params={"contextId": "a\u0000"})
     a2a_error(response, d, 400, "INVALID_PARAMS", "contextId")
     assert ok(req(http, "GET", echo.url(d, "tasks"), key=echo.key))["totalSize"] == 0
