@@ -102,3 +102,6 @@ urlpatterns = [
     path(agent + "v1/<path:rest>", rest.UnknownPathView.as_view(dialect=V0_3)),
     path(agent + "<path:rest>", rest.UnknownPathView.as_view(dialect=V1_0)),
 ]
+
+# A path no pattern matches under /a2a/ is answered in the REST bindings' format, not as HTML.
+handler404 = "bindings.rest.not_found"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 from collections import defaultdict
 from collections.abc import Callable
@@ -34,7 +35,8 @@ from a2a.types import Task as TaskProto
 from adrf.views import APIView
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.views.defaults import page_not_found
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
 from rest_framework import exceptions as drf_exceptions
@@ -819,3 +821,23 @@ class UnknownPathView(A2AView):
         )
 
     get = post = put = patch = delete = not_found
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 404, for a path no pattern matches (a control character in it, a slug that
+    cannot be one): under /a2a/ a Status body, as the REST paths answer, not Django's HTML page;
+    elsewhere Django's own page."""
+    if not request.path.startswith("/a2a/"):
+        return page_not_found(request, exception)  # type: ignore[arg-type]
+    problem = problem_of(
+        MethodNotFoundError(
+            f"{request.method} {request.path[:200]!r} is not a path of this platform: agents "
+            "live at /a2a/<tenant>/<agent>/, with slugs of letters, digits and hyphens."
+        )
+    )
+    response = HttpResponse(
+        json.dumps(rest_body(problem, V1_0)),
+        status=problem.http_status,
+        content_type="application/json",
+    )
+    return response

@@ -1307,6 +1307,27 @@ def test_unknown_paths_under_an_agent_are_status_404s(http, echo, d):
         assert "/api/docs/" in error["message"]
 
 
+def test_paths_no_pattern_matches_under_a2a_are_status_404s(http, live_platform, echo):
+    """A CR or LF in a path, or a slug that cannot be one: the answer is still a Status body
+    (from the REST views, or from the 404 handler where no URL pattern matches), not Django's
+    HTML page."""
+    base, agent = live_platform.url, f"/a2a/{echo.tenant_value}"
+    for path, reason in (
+        (f"{agent}/tasks/x%0A", "TASK_NOT_FOUND"),
+        (f"{agent}/v1/tasks/a%0Db", "TASK_NOT_FOUND"),
+        (f"{agent}/v1/%0A/x", "METHOD_NOT_FOUND"),
+        (f"/a2a/{echo.agent.tenant.slug}%0A/{echo.agent.slug}/", "METHOD_NOT_FOUND"),
+        ("/a2a/no slug here/", "METHOD_NOT_FOUND"),
+    ):
+        response = http.get(base + path, headers={"X-API-Key": echo.key})
+        assert response.status_code == 404, (path, response.text)
+        assert response.headers["content-type"].startswith("application/json"), response.text
+        error = response.json()["error"]
+        assert error["details"][0]["reason"] == reason, (path, error)
+    # Outside /a2a/ Django's own page stays.
+    assert "text/html" in http.get(base + "/nowhere%0A").headers["content-type"]
+
+
 @BOTH
 def test_head_does_not_open_a_subscription(http, echo, d):
     # (A finished task, so nothing is left running when the test's database is flushed.)
