@@ -26,6 +26,7 @@ from a2a.compat.v0_3 import proto_utils as proto03
 from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 from google.protobuf import empty_pb2, message_factory
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.json_format import MessageToDict, SerializeToJsonError
 from google.protobuf.message import DecodeError, Message
 
@@ -528,13 +529,65 @@ def _table_config_name(request: _Named) -> _Named:
 _RAW_REQUESTS = {"CreateTaskPushNotification": lambda data: data}
 
 
-def _method_handlers(
-    servicer: A2AServiceV03, names: Iterable[str]
+class _Undecodable:
+    """A request whose bytes are not its message. grpcio's generated handlers decode before
+    the servicer runs and answer such a call with a bare status; here the method answers it
+    INVALID_ARGUMENT with an ErrorInfo, as any other client mistake."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: InvalidParamsError) -> None:
+        self.error = error
+
+
+def _decoder(request_class: type[Message]) -> Callable[[bytes], Any]:
+    def decode(data: bytes) -> Any:
+        try:
+            return request_class.FromString(data)
+        except DecodeError as exc:
+            return _Undecodable(
+                InvalidParamsError(
+                    f"The request is not a valid {request_class.DESCRIPTOR.full_name}: {exc}"
+                )
+            )
+
+    return decode
+
+
+def _refusing_undecodable(method: Callable, dialect: str, streaming: bool) -> Callable:
+    async def refuse(request: _Undecodable, context: Context) -> None:
+        status = grpc_status_of(request.error, dialect)
+        await context.abort(status.code, status.details, status.trailing_metadata)
+
+    if streaming:
+
+        async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
+            if isinstance(request, _Undecodable):
+                await refuse(request, context)
+            async for response in method(request, context):
+                yield response
+
+        return stream
+
+    async def unary(request: Any, context: Context) -> Any:
+        if isinstance(request, _Undecodable):
+            await refuse(request, context)
+        return await method(request, context)
+
+    return unary
+
+
+def service_handlers(
+    service: ServiceDescriptor, servicer: _Service, names: Iterable[str] | None = None
 ) -> dict[str, grpc.RpcMethodHandler]:
-    """The handlers of these methods of `a2a.A2AService` (service.proto), on `servicer`."""
+    """The handlers of a service's methods (every one, or `names`) on `servicer`, whose
+    requests are decoded so that bytes that are not the method's message are answered
+    INVALID_ARGUMENT (_Undecodable)."""
+    wanted = None if names is None else set(names)
     handlers = {}
-    for name in names:
-        method = COMPAT_SERVICE_DESCRIPTOR.methods_by_name[name]
+    for method in service.methods:
+        if wanted is not None and method.name not in wanted:
+            continue
         request_class = message_factory.GetMessageClass(method.input_type)
         response_class = message_factory.GetMessageClass(method.output_type)
         handler = (
@@ -542,21 +595,25 @@ def _method_handlers(
             if method.server_streaming
             else grpc.unary_unary_rpc_method_handler
         )
-        handlers[name] = handler(
-            getattr(servicer, name),
-            request_deserializer=_RAW_REQUESTS.get(name, request_class.FromString),
+        handlers[method.name] = handler(
+            _refusing_undecodable(
+                getattr(servicer, method.name), servicer.dialect, method.server_streaming
+            ),
+            request_deserializer=_RAW_REQUESTS.get(method.name, _decoder(request_class)),
             response_serializer=response_class.SerializeToString,
         )
     return handlers
 
 
 def compat_handlers(servicer: A2AServiceV03) -> dict[str, dict[str, grpc.RpcMethodHandler]]:
-    """By service name, the method handlers to add beside the SDK's v0.3 servicer (which
-    serves the v0.3 proto's methods of `a2a.v1.A2AService` on `servicer`): the other
-    documents' methods on `a2a.v1.A2AService`, and every method on `a2a.A2AService`."""
+    """By service name, the method handlers to add beside the v0.3 proto's methods of
+    `a2a.v1.A2AService` (served on `servicer`): the other documents' methods on
+    `a2a.v1.A2AService`, and every method on `a2a.A2AService`."""
     v03_proto = {m.name for m in pb03.DESCRIPTOR.services_by_name["A2AService"].methods}
     every = [m.name for m in COMPAT_SERVICE_DESCRIPTOR.methods]
     return {
-        V03_SERVICE: _method_handlers(servicer, [n for n in every if n not in v03_proto]),
-        COMPAT_SERVICE: _method_handlers(A2AServiceV03(COMPAT_SERVICE), every),
+        V03_SERVICE: service_handlers(
+            COMPAT_SERVICE_DESCRIPTOR, servicer, [n for n in every if n not in v03_proto]
+        ),
+        COMPAT_SERVICE: service_handlers(COMPAT_SERVICE_DESCRIPTOR, A2AServiceV03(COMPAT_SERVICE)),
     }

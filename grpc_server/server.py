@@ -14,9 +14,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
-from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc as pb03_grpc
 from a2a.types import a2a_pb2 as pb10
-from a2a.types import a2a_pb2_grpc as pb10_grpc
 from django.conf import settings
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FileDescriptor
@@ -34,6 +32,7 @@ from bindings.grpc import (
     A2AServiceV03,
     A2AServiceV10,
     compat_handlers,
+    service_handlers,
 )
 
 SERVICES = (V10_SERVICE, V03_SERVICE, COMPAT_SERVICE)
@@ -109,13 +108,21 @@ def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
             ("grpc.keepalive_permit_without_calls", 1),
         ]
     )
-    pb10_grpc.add_A2AServiceServicer_to_server(A2AServiceV10(), server)
     v03 = A2AServiceV03()
-    pb03_grpc.add_A2AServiceServicer_to_server(v03, server)
+    services = {
+        V10_SERVICE: service_handlers(
+            pb10.DESCRIPTOR.services_by_name["A2AService"], A2AServiceV10()
+        ),
+        V03_SERVICE: service_handlers(pb03.DESCRIPTOR.services_by_name["A2AService"], v03),
+    }
     for service_name, handlers in compat_handlers(v03).items():
+        services[service_name] = {**services.get(service_name, {}), **handlers}
+    for service_name, handlers in services.items():
+        # As grpcio's generated code registers a service: known methods skip the generic lookup.
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(service_name, handlers),)
         )
+        server.add_registered_method_handlers(service_name, handlers)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

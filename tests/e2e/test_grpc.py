@@ -1332,6 +1332,32 @@ def test_a_deactivated_agents_task_routed_by_id_is_simply_not_found(v10, deploy)
     assert gone.agent.slug not in message.replace(task.id, "")
 
 
+@pytest.mark.parametrize(
+    "path, streaming",
+    [
+        ("/lf.a2a.v1.A2AService/SendMessage", False),
+        ("/lf.a2a.v1.A2AService/SendStreamingMessage", True),
+        ("/a2a.v1.A2AService/GetTask", False),
+        ("/a2a.v1.A2AService/TaskSubscription", True),
+        ("/a2a.A2AService/ListTask", False),
+    ],
+)
+def test_bytes_that_are_not_the_message_are_invalid_arguments(channel, deploy, path, streaming):
+    """grpcio's generated handlers answer undecodable requests before the servicer runs; the
+    platform decodes them itself and answers INVALID_ARGUMENT with an ErrorInfo."""
+    target = deploy("echo")
+    raw = (channel.unary_stream if streaming else channel.unary_unary)(
+        path, request_serializer=None, response_deserializer=None
+    )
+
+    def call() -> Any:
+        answer = raw(b"\xff\xff\xff\xff", metadata=md(target.key), timeout=10)
+        return list(answer) if streaming else answer
+
+    message = expect(call, "INVALID_ARGUMENT", "INVALID_PARAMS")
+    assert "is not a valid" in message, message
+
+
 def test_bad_strings_and_values_are_invalid_arguments_not_internal(v10, deploy):
     target = deploy("echo")
     metadata = md(target.key)
