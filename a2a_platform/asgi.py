@@ -175,7 +175,7 @@ class AgentHosts:
                 scope = {
                     **scope,
                     "path": prefix + path,
-                    "raw_path": prefix.encode() + scope.get("raw_path", path.encode()),
+                    "raw_path": prefix.encode() + (scope.get("raw_path") or path.encode()),
                     AGENT_HOST_SCOPE_KEY: host,
                 }
         await self.app(scope, receive, send)

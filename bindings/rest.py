@@ -835,9 +835,8 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
             "live at /a2a/<tenant>/<agent>/, with slugs of letters, digits and hyphens."
         )
     )
-    response = HttpResponse(
+    return HttpResponse(
         json.dumps(rest_body(problem, V1_0)),
         status=problem.http_status,
         content_type="application/json",
     )
-    return response

@@ -52,9 +52,10 @@ class Task(models.Model):
     # an event of a task without it looks for no configs to deliver to.
     has_push_configs = models.BooleanField(default=False, db_default=False)
     # How the request that created the task spoke: its protocol version (a2a_platform.versions)
-    # and, over REST, its wire spelling. A later call that does not say which version it speaks
-    # (JSON-RPC without A2A-Version) is answered as the task's creator was. "" on tasks created
-    # before these were recorded, and by calls that set none.
+    # and its spelling (Caller.spelling: REST v0.3's wire spelling, v0.1's hex task id). A later
+    # call that does not say which version it speaks (JSON-RPC without A2A-Version) is answered
+    # as the task's creator was. "" on tasks created before these were recorded, and by calls
+    # that set none.
     dialect = models.CharField(max_length=8, blank=True, default="", db_default="")
     spelling = models.CharField(max_length=16, blank=True, default="", db_default="")
     # Set while a worker runs the executor; the worker renews the lease while alive.

@@ -65,8 +65,10 @@ class Caller:
     dialect: str = V1_0
     # v0.1's headers for a push config set inline with a send.
     push_headers: tuple[tuple[str, str], ...] = ()
-    # The REST wire spelling the request used (REST sets it; other bindings leave it ""): a
-    # task the call creates keeps it with `dialect` (Task.spelling, Task.dialect).
+    # How the request spelled what it sent, where a dialect has several spellings: REST v0.3's
+    # wire spelling (bindings.codecs.spellings), v0.1's task id written as hex
+    # (bindings.codecs.v01.HEX_ID); "" otherwise. A task the call creates keeps it with
+    # `dialect` (Task.spelling, Task.dialect).
     spelling: str = ""
 
 

@@ -75,7 +75,7 @@ def task_get_row(
 @dataclass(frozen=True)
 class TaskOrigin:
     """How the request that created a task spoke (Task.dialect, Task.spelling): its protocol
-    version ("0.1", "0.3", "1.0") and its REST wire spelling; "" where not recorded (tasks
+    version ("0.1", "0.3", "1.0") and its spelling (Caller.spelling); "" where not recorded (tasks
     older than the columns, calls that set none)."""
 
     dialect: str

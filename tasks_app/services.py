@@ -97,7 +97,7 @@ def message_send(
     """Create a task or continue one with the user's message, then queue the agent run.
 
     `new_task_id` is the id of the task to create (v0.1 clients choose their task ids).
-    `dialect` and `spelling`: how the request spoke (its version, its REST wire spelling); a
+    `dialect` and `spelling`: how the request spoke (its version, Caller.spelling); a
     task it creates keeps them (Task.dialect, Task.spelling), in the same INSERT.
     """
     message = request.message
