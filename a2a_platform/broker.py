@@ -29,13 +29,17 @@ the polling are kombu's.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
+from datetime import UTC, datetime, timedelta
 from time import monotonic
 from typing import Any
 
 from kombu.transport import TRANSPORT_ALIASES, filesystem, redis
 from kombu.utils.json import dumps
+
+logger = logging.getLogger(__name__)
 
 
 class Channel(filesystem.Channel):
@@ -106,3 +110,24 @@ def install() -> None:
     process that loads Celery."""
     TRANSPORT_ALIASES["filesystem"] = "a2a_platform.broker:Transport"
     TRANSPORT_ALIASES["redis"] = TRANSPORT_ALIASES["rediss"] = "a2a_platform.broker:RedisTransport"
+
+
+def started_at(timeout: float = 3.0) -> datetime | None:
+    """When the broker's server last started (Redis: now less its uptime), so the reaper can
+    queue again the runs queued before it (a restart may have lost them: tasks_app.services.
+    tasks_requeue_lost_jobs). None for a broker that keeps its messages across restarts of
+    the process using it (the filesystem), or when it cannot be asked now (it is down: the
+    runs wait for it either way)."""
+    from a2a_platform.celery import app
+
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, timeout=timeout)
+            client = getattr(connection.default_channel, "client", None)
+            if client is None:
+                return None
+            uptime = client.info("server")["uptime_in_seconds"]
+    except Exception as exc:  # the answer is "unknown", not an error of the reaper
+        logger.warning("Cannot ask the broker when it started: %s", exc)
+        return None
+    return datetime.now(UTC) - timedelta(seconds=int(uptime))

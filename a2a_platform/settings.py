@@ -373,8 +373,16 @@ if A2A_WORKER_HEARTBEAT_SECONDS > A2A_TASK_LEASE_SECONDS / 3:
         "live worker renews a lease at least twice before it lapses."
     )
 A2A_REAPER_INTERVAL_SECONDS = _positive_float("A2A_REAPER_INTERVAL_SECONDS", 5.0)
-# A run no worker claimed for this long is queued again (the broker may have lost it).
+# A run no worker claimed for this long is queued again (the broker may have lost it). Runs
+# queued before the broker (Redis) last started are queued again at once, on the reaper's next
+# round after it is back (tasks_app.services.tasks_requeue_lost_jobs).
 A2A_REQUEUE_AFTER_SECONDS = _positive_float("A2A_REQUEUE_AFTER_SECONDS", 300.0)
+# A SendMessage that repeats a messageId its caller already sent to the agent gets the first
+# send's task (a client retrying after a lost answer), for this long after the first; 0: ids
+# are not remembered, and every send makes a new task or turn.
+A2A_MESSAGE_ID_RETENTION_SECONDS = _positive_int(
+    "A2A_MESSAGE_ID_RETENTION_SECONDS", 24 * 3600, allow_zero=True
+)
 A2A_POLL_INTERVAL_SECONDS = _positive_float("A2A_POLL_INTERVAL_SECONDS", 0.2)
 # SSE comment lines on idle streams, so proxies do not cut them.
 A2A_SSE_KEEPALIVE_SECONDS = _positive_float("A2A_SSE_KEEPALIVE_SECONDS", 15.0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 slug_validator = RegexValidator(
@@ -37,6 +37,10 @@ class Agent(models.Model):
     class Visibility(models.TextChoices):
         PUBLIC = "public", "Public (anonymous calls allowed)"
         PRIVATE = "private", "Private (an API key is required)"
+
+    class WorkerLoss(models.TextChoices):
+        FAIL = "fail", "Fail the task"
+        RETRY = "retry", "Run it again"
 
     class AnonymousScope(models.TextChoices):
         ISOLATED = "isolated", "Isolated: anonymous callers reach a task only by its id"
@@ -86,6 +90,24 @@ class Agent(models.Model):
         validators=[domain_validator],
         help_text="A host name of its own (e.g. agent.example.com), pointed at the platform; "
         "the agent is then the whole server there. Optional.",
+    )
+    # What becomes of a run whose worker died (killed, its machine lost): `fail` ends the task
+    # FAILED; `retry` starts the run again on another worker, up to `worker_loss_attempts`
+    # runs in all (the executor reads which one it is: docs/agents.md, "When a worker dies").
+    # Retry suits agents whose work is safe to do twice.
+    worker_loss = models.CharField(
+        max_length=8,
+        choices=WorkerLoss.choices,
+        default=WorkerLoss.FAIL,
+        db_default=WorkerLoss.FAIL,
+        help_text="When the worker running a task dies: fail the task, or run it again on "
+        "another worker.",
+    )
+    worker_loss_attempts = models.PositiveSmallIntegerField(
+        default=3,
+        db_default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(20)],
+        help_text="With retry: how many runs a task gets in all, the first included (1-20).",
     )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)

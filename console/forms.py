@@ -43,6 +43,8 @@ class AgentRegistrationForm(AgentKindFormMixin, forms.ModelForm):
             "anonymous_scope",
             "push_notifications",
             "custom_domain",
+            "worker_loss",
+            "worker_loss_attempts",
         )
         help_texts = {
             "slug": "The agent's name in its URLs: /a2a/<tenant>/<slug>/.",

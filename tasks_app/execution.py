@@ -217,7 +217,9 @@ async def run(
     context = RequestContext(
         call_context=ServerCallContext(
             tenant=f"{agent.tenant.slug}/{agent.slug}",
-            state={"owner": task.owner},
+            # attempt: which run of this turn it is, 1 unless a worker died under an earlier
+            # one and the agent's `worker_loss` is "retry".
+            state={"owner": task.owner, "attempt": task.attempt},
             requested_extensions=set(extensions),
         ),
         request=request,

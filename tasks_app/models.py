@@ -71,6 +71,9 @@ class Task(models.Model):
     # again (by the reaper) instead of leaving the task submitted forever.
     job_args = models.JSONField(null=True, blank=True)
     job_queued_at = models.DateTimeField(null=True, blank=True)
+    # Which run of the current turn this is: 1, then one more each time the reaper starts the
+    # run again after its worker died (Agent.worker_loss "retry"); a new turn starts at 1.
+    attempt = models.PositiveSmallIntegerField(default=1, db_default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -154,6 +157,36 @@ class TaskCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.owner} {self.state} [{self.shard}]: {self.n}"
+
+
+class SentMessage(models.Model):
+    """A message a caller sent to an agent, by its messageId: a SendMessage that repeats the
+    id (a client retrying after a lost answer) gets what the first one made, not a second task
+    or run. Written in the send's own transaction; kept `A2A_MESSAGE_ID_RETENTION_SECONDS`."""
+
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    owner = models.CharField(max_length=220)
+    message_id = models.CharField(max_length=MAX_ID_LENGTH)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
+    # The task's event sequence when the message was sent, as the first send's waiters saw it.
+    since_seq = models.PositiveIntegerField()
+    # Whether the message made the task (not a follow-up to an interrupted one).
+    created_task = models.BooleanField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # Its index also serves the cascade from the agent.
+            models.UniqueConstraint(
+                fields=["agent", "owner", "message_id"], name="sent_message_key"
+            )
+        ]
+        indexes = [models.Index(fields=["created_at"], name="sent_message_age")]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} -> {self.task_id}"
 
 
 class Message(models.Model):

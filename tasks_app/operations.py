@@ -126,7 +126,9 @@ async def message_send(
         # the agent's next settled state, not the one it already had.
         async with EventFollower(outcome.task_id, outcome.since_seq) as follower:
             await follower.settled(
-                deadline=_deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS), read_first=not hearing
+                deadline=_deadline(settings.A2A_BLOCKING_TIMEOUT_SECONDS),
+                # A repeated message's turn may have settled long ago: no ring will say so.
+                read_first=not hearing or outcome.repeated,
             )
     return await db(selectors.task_send_result)(
         task_id=outcome.task_id, history_length=_history_length(request)

@@ -165,6 +165,7 @@ _READ_FIELDS = tuple(
         "reply_message_id",
         "dialect",
         "spelling",
+        "attempt",  # a run tells its executor
     }
 )
 

@@ -4,6 +4,7 @@ queues follow-up work with `transaction.on_commit`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import uuid
@@ -50,6 +51,7 @@ from .models import (
     Artifact,
     ExecutorState,
     Message,
+    SentMessage,
     Task,
     TaskCount,
     TaskEvent,
@@ -76,6 +78,9 @@ class SendOutcome:
     # The task as this send committed it, when the send made it (what a non-blocking send
     # answers, without reading it again).
     task: TaskProto | None = None
+    # The message repeated one sent before (by its messageId): nothing was written, and the
+    # outcome is the first send's.
+    repeated: bool = False
 
 
 def _dict(message: Any) -> dict[str, Any]:
@@ -102,6 +107,76 @@ def message_send(
     """
     message = request.message
     _message_validate(agent=agent, request=request)
+    # Inside a caller's transaction, a savepoint: a repeated id's failed INSERT must not abort
+    # the caller's work. Outside one (the bindings), the send is its own transaction anyway.
+    unit = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+    try:
+        with unit:
+            return _message_send(
+                agent=agent,
+                principal=principal,
+                request=request,
+                new_task_id=new_task_id,
+                extensions=extensions,
+                push_dialect=push_dialect,
+                push_headers=push_headers,
+                dialect=dialect,
+                spelling=spelling,
+            )
+    except IntegrityError:
+        # A repeated messageId: its row met the first send's (or that of a retry racing it,
+        # which committed first). Any other integrity error is not ours to answer.
+        repeated = _sent_before(agent=agent, principal=principal, message_id=message.message_id)
+        if repeated is None:
+            raise
+        return repeated
+
+
+def _sent_before(*, agent: Agent, principal: Principal, message_id: str) -> SendOutcome | None:
+    """What the first send of `message_id` by this caller to this agent made, while its id is
+    remembered (`A2A_MESSAGE_ID_RETENTION_SECONDS`)."""
+    if not settings.A2A_MESSAGE_ID_RETENTION_SECONDS:
+        return None
+    sent = (
+        SentMessage.objects.filter(agent=agent, owner=principal.owner, message_id=message_id)
+        .values_list("task_id", "since_seq", "created_task")
+        .first()
+    )
+    if sent is None:
+        return None
+    task_pk, since_seq, created = sent
+    return SendOutcome(task_id=task_pk, since_seq=since_seq, created=created, repeated=True)
+
+
+def _sent_record(task: Task, owner: str, message_id: str, *, since_seq: int, created: bool) -> None:
+    """Remember the message's id for the task (in the send's transaction): a second send of it
+    fails here, on the unique key, and gets what this one made (`_sent_before`)."""
+    if settings.A2A_MESSAGE_ID_RETENTION_SECONDS:
+        sent = SentMessage(
+            agent_id=task.agent_id,
+            owner=owner,
+            message_id=message_id,
+            task_id=task.pk,
+            since_seq=since_seq,
+            created_task=created,
+            created_at=timezone.now(),
+        )
+        rowsql.insert(sent)
+
+
+def _message_send(
+    *,
+    agent: Agent,
+    principal: Principal,
+    request: SendMessageRequest,
+    new_task_id: uuid.UUID | None,
+    extensions: list[str] | None,
+    push_dialect: str,
+    push_headers: dict[str, str] | None,
+    dialect: str,
+    spelling: str,
+) -> SendOutcome:
+    message = request.message
     inline_push = request.configuration.HasField("task_push_notification_config")
     # A new task with nothing to look up (no id the client chose, no push config to store) is
     # written in one round trip; anything else in a transaction that reads as it goes.
@@ -113,6 +188,10 @@ def message_send(
         if message.task_id:
             task = task_get_row(
                 agent=agent, principal=principal, task_id=message.task_id, for_update=True
+            )
+            # First: a repeat of the follow-up that set the task going again is not an error.
+            _sent_record(
+                task, principal.owner, message.message_id, since_seq=task.last_seq, created=False
             )
             if task.is_terminal:
                 raise UnsupportedOperationError(
@@ -160,6 +239,7 @@ def message_send(
             _status_message_to_history(task)
             position = _history_append(task, stored)
             task.job_args = _job_args(request, position, extensions)
+            task.attempt = 1  # a new turn
             task.save()
         else:
             # A new task is written whole, knowing what it holds, without reading it back:
@@ -167,6 +247,7 @@ def message_send(
             # the event; no reader can know of it before the commit, so its event rings no one.
             task.job_args = _job_args(request, 0, extensions)
             task.last_seq = 1
+            _sent_record(task, principal.owner, message.message_id, since_seq=1, created=True)
             _task_insert(task, chosen_id=new_task_id is not None)
             _task_counts_move(task, None, SUBMITTED)
             pushes = _push_config_inline(task, request, push_dialect, push_headers)
@@ -669,7 +750,7 @@ def task_cancel_request(
             transaction.on_commit(lambda: _enqueue_cancel(task_pk))
         if not running:
             # Nothing runs it: end it now, and drop the queued job if there is one.
-            _end_by_platform(task, TaskState.TASK_STATE_CANCELED, "Canceled before the agent ran.")
+            _platform_status(task, TaskState.TASK_STATE_CANCELED, "Canceled before the agent ran.")
             job_id, task.job_id, task.job_args, task.job_queued_at = task.job_id, "", None, None
             transaction.on_commit(lambda: _revoke(job_id))
         task.save()
@@ -699,19 +780,20 @@ def task_end(*, task_id: uuid.UUID, state: int, reason: str) -> bool:
         task = Task.objects.select_for_update().get(pk=task_id)
         if task.is_terminal:
             return False
-        _end_by_platform(task, state, reason)
+        _platform_status(task, state, reason)
         task.save()
         return True
 
 
-def _end_by_platform(task: Task, state: int, reason: str) -> None:
+def _platform_status(task: Task, state: int, text: str) -> None:
+    """A status event the platform writes for the task (not its agent), saying why."""
     note = MessageProto(
         message_id=str(uuid.uuid4()),
         role=Role.ROLE_AGENT,
         task_id=str(task.pk),
         context_id=task.context_id,
     )
-    note.parts.add(text=reason)
+    note.parts.add(text=text)
     _set_status(task, state, note)
     event = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
     event.status.CopyFrom(task_status(task))
@@ -740,7 +822,7 @@ def _claim_sql() -> str:
     terminal = ", ".join(["%s"] * len(TERMINAL_STATES))
     return (
         f"UPDATE {table} SET {c['running_since']} = %s, {c['lease_expires_at']} = %s, "
-        f"{c['runner']} = %s, {c['job_id']} = '', {c['job_args']} = NULL, "
+        f"{c['runner']} = %s, {c['job_id']} = '', "
         f"{c['job_queued_at']} = NULL WHERE {c['id']} = %s AND {c['running_since']} IS NULL "
         f"AND {c['job_id']} = %s AND {c['state']} NOT IN ({terminal})"
     )
@@ -812,11 +894,11 @@ def task_release(*, task_id: uuid.UUID, executor_returned: bool = False) -> None
         task.lease_expires_at = None
         task.runner = ""
         if task.cancel_requested and not task.is_terminal:
-            _end_by_platform(
+            _platform_status(
                 task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
             )
         elif executor_returned and not task.is_terminal and task.state not in INTERRUPTED_STATES:
-            _end_by_platform(
+            _platform_status(
                 task,
                 TaskState.TASK_STATE_FAILED,
                 f"The agent's executor returned while the task was still {task.state}.",
@@ -836,7 +918,7 @@ def task_handback(*, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any]) 
         task.lease_expires_at = None
         task.runner = ""
         if task.cancel_requested and not task.is_terminal:
-            _end_by_platform(
+            _platform_status(
                 task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
             )
         if task.is_terminal:
@@ -858,15 +940,19 @@ def task_job_requeue(*, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any
     return True
 
 
-def tasks_requeue_lost_jobs(*, now: Any = None) -> list[uuid.UUID]:
-    """Queue again the runs that no worker claimed for `A2A_REQUEUE_AFTER_SECONDS`.
+def tasks_requeue_lost_jobs(*, now: Any = None, broker_started_at: Any = None) -> list[uuid.UUID]:
+    """Queue again the runs that no worker claimed: those queued before the broker last
+    started (`broker_started_at`: a restart may have lost them), and any waiting longer than
+    `A2A_REQUEUE_AFTER_SECONDS` (a purge, a lost message).
 
-    The broker may have lost them (a crash of its host, a purge). If it did not, the worker
-    that finally gets the old copy finds the job already claimed and does nothing, so the
-    requeue is safe either way.
+    If the broker did not lose a job, the worker that finally gets the old copy finds it
+    already claimed and does nothing, so the requeue is safe either way; the requeue moves the
+    job's `job_queued_at` on, so a job is queued again once per broker start.
     """
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.A2A_REQUEUE_AFTER_SECONDS)
+    if broker_started_at is not None:
+        cutoff = max(cutoff, min(broker_started_at, now))
     waiting = (
         Task.objects.exclude(job_id="")
         .exclude(state__in=TERMINAL_STATES)
@@ -883,8 +969,18 @@ def tasks_requeue_lost_jobs(*, now: Any = None) -> list[uuid.UUID]:
     return requeued
 
 
+def sent_messages_forget(*, now: Any = None) -> int:
+    """Forget the messageIds sent longer ago than `A2A_MESSAGE_ID_RETENTION_SECONDS`: a send
+    repeating one then makes a new task (or turn)."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.A2A_MESSAGE_ID_RETENTION_SECONDS)
+    return SentMessage.objects.filter(created_at__lt=cutoff).delete()[0]
+
+
 def tasks_reap(*, now: Any = None) -> list[uuid.UUID]:
-    """Fail tasks whose worker stopped renewing its lease (it crashed or was killed).
+    """Deal with the runs whose worker stopped renewing their lease (it crashed or was
+    killed): by the agent's `worker_loss` policy, start the run again on another worker while
+    it has attempts left, or fail the task. Returns the tasks failed or started again.
 
     A task that had already asked for input is only released: its run was over.
     """
@@ -892,16 +988,60 @@ def tasks_reap(*, now: Any = None) -> list[uuid.UUID]:
     reaped = []
     stale = Task.objects.filter(running_since__isnull=False, lease_expires_at__lt=now)
     for task_id, state, lease in stale.values_list("pk", "state", "lease_expires_at"):
-        reason = (
+        lost = (
             "The worker running this task stopped responding (its lease expired at "
-            f"{lease:%Y-%m-%d %H:%M:%S} UTC); the platform failed the task."
+            f"{lease:%Y-%m-%d %H:%M:%S} UTC)"
         )
-        if state not in INTERRUPTED_STATES and task_end(
-            task_id=task_id, state=TaskState.TASK_STATE_FAILED, reason=reason
-        ):
-            reaped.append(task_id)
+        if state not in INTERRUPTED_STATES:
+            if task_retry_after_worker_loss(task_id=task_id, lost=lost, now=now):
+                reaped.append(task_id)
+                continue
+            if task_end(
+                task_id=task_id,
+                state=TaskState.TASK_STATE_FAILED,
+                reason=f"{lost}; the platform failed the task.",
+            ):
+                reaped.append(task_id)
         task_release(task_id=task_id)
     return reaped
+
+
+def task_retry_after_worker_loss(*, task_id: uuid.UUID, lost: str, now: Any) -> bool:
+    """Queue the run of a task whose worker died again, if its agent says `retry` and the turn
+    has attempts left: the task says so in a status event (its state unchanged), and the next
+    run is told its attempt. False, with nothing changed, otherwise (the caller fails it)."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().select_related("agent").filter(pk=task_id).first()
+        if (
+            task is None
+            or task.is_terminal
+            or task.running_since is None
+            or task.lease_expires_at is None
+            or task.lease_expires_at >= now  # its worker renewed it meanwhile
+            or task.cancel_requested
+            or task.agent.worker_loss != task.agent.WorkerLoss.RETRY
+            or task.attempt >= task.agent.worker_loss_attempts
+            or not task.job_args
+        ):
+            return False
+        task.attempt += 1
+        attempts = task.agent.worker_loss_attempts
+        _platform_status(
+            task,
+            TaskState.Value(task.state),
+            f"{lost}; the run starts again on another worker (attempt {task.attempt} of "
+            f"{attempts}).",
+        )
+        task.running_since = task.lease_expires_at = None
+        task.runner = ""
+        task.job_id, task.job_queued_at = str(uuid.uuid4()), timezone.now()
+        task.save()
+        job_id, job_args = task.job_id, task.job_args
+        transaction.on_commit(lambda: _enqueue_run(task_id, job_id, job_args), robust=True)
+    logger.warning(
+        "Task %s: its worker died; attempt %d of %d queued", task_id, task.attempt, attempts
+    )
+    return True
 
 
 def executor_state_save(*, task_id: uuid.UUID, data: dict[str, Any]) -> None:

@@ -9,8 +9,10 @@ from a2a.types import TaskState
 from celery import shared_task
 from celery.signals import worker_shutting_down
 
+from a2a_platform import broker
+
 from . import runtime
-from .services import task_end, tasks_reap, tasks_requeue_lost_jobs
+from .services import sent_messages_forget, task_end, tasks_reap, tasks_requeue_lost_jobs
 
 # A turn waits for the previous run to release the task; that is a moment, not minutes.
 BUSY_RETRIES = 60
@@ -58,4 +60,8 @@ def _drain_on_warm_shutdown(sig: str, how: str, exitcode: int, **_: Any) -> None
 
 @shared_task
 def reap_stuck_tasks_task() -> int:
-    return len(tasks_reap()) + len(tasks_requeue_lost_jobs())
+    """Beat's every `A2A_REAPER_INTERVAL_SECONDS`: runs whose worker died, runs whose queued
+    job the broker lost, and messageIds past their retention."""
+    requeued = tasks_requeue_lost_jobs(broker_started_at=broker.started_at())
+    sent_messages_forget()
+    return len(tasks_reap()) + len(requeued)

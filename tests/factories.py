@@ -33,9 +33,8 @@ ALICE = Principal(owner="key:alice")
 
 
 def user_message(text: str = "hi", **fields: Any) -> Message:
-    return Message(
-        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)], **fields
-    )
+    fields.setdefault("message_id", str(uuid.uuid4()))
+    return Message(role=Role.ROLE_USER, parts=[Part(text=text)], **fields)
 
 
 def task_send(

@@ -44,7 +44,8 @@ class NotAnExecutor:
 
 class SleepRecorder(AgentExecutor):
     """Awaits `seconds`, then answers with its own record of the run: the worker process's
-    pid and when the run started and ended (wall clock), for the runtime's concurrency tests."""
+    pid, when the run started and ended (wall clock), and which attempt of its turn it was,
+    for the runtime's concurrency and worker-loss tests."""
 
     def __init__(self, seconds: float = 1.0) -> None:
         self.seconds = seconds
@@ -58,7 +59,10 @@ class SleepRecorder(AgentExecutor):
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
         started = time.time()
         await asyncio.sleep(self.seconds)
-        record = json.dumps({"pid": os.getpid(), "start": started, "end": time.time()})
+        attempt = context.call_context.state.get("attempt") if context.call_context else None
+        record = json.dumps(
+            {"pid": os.getpid(), "start": started, "end": time.time(), "attempt": attempt}
+        )
         await updater.add_artifact(new_text_artifact("run", record).parts, name="run")
         await updater.complete()
 

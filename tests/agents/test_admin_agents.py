@@ -45,6 +45,8 @@ def agent_form(tenant, **changes):
         "default_output_modes": '["text/plain"]',
         "visibility": "private",
         "anonymous_scope": "isolated",
+        "worker_loss": "fail",
+        "worker_loss_attempts": "3",
         "is_active": "on",
         "push_notifications": "on",
     }

@@ -151,6 +151,8 @@ def test_admin_validates_executor_config_and_shows_a_new_key_once(client, make_t
         "default_output_modes": "[]",
         "visibility": "private",
         "anonymous_scope": "isolated",
+        "worker_loss": "fail",
+        "worker_loss_attempts": "3",
         "is_active": "on",
     }
     response = client.post("/admin/agents/agent/add/", form)

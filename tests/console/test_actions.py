@@ -60,6 +60,8 @@ def test_an_owner_edits_an_agent_but_not_its_slug(client, world):
         "default_output_modes": '["text/plain"]',
         "visibility": "private",
         "anonymous_scope": "isolated",
+        "worker_loss": "fail",
+        "worker_loss_attempts": "3",
         "push_notifications": "on",
         "slug": "hijacked",  # ignored: not a field of the edit form
     }
@@ -360,6 +362,8 @@ def test_an_owner_sets_a_python_agents_secrets_which_are_never_shown(client, wor
         "default_output_modes": '["text/plain"]',
         "visibility": "private",
         "anonymous_scope": "isolated",
+        "worker_loss": "fail",
+        "worker_loss_attempts": "3",
     }
     response = client.post(agent_url(agent, "console:agent-edit"), form, follow=True)
     assert response.redirect_chain, response.content.decode()[:2000]

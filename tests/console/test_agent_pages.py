@@ -96,6 +96,8 @@ def test_register_an_agent_with_field_errors_then_valid(client, world):
         "default_output_modes": '["text/plain"]',
         "visibility": "private",
         "anonymous_scope": "isolated",
+        "worker_loss": "fail",
+        "worker_loss_attempts": "3",
         "push_notifications": "on",
     }
     page = client.get(url).content.decode()

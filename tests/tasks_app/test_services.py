@@ -34,6 +34,7 @@ from tasks_app.models import Task, TaskEvent
 from tasks_app.selectors import task_get
 from tasks_app.services import (
     message_send,
+    sent_messages_forget,
     task_cancel_request,
     task_claim,
     task_event_record,
@@ -42,6 +43,7 @@ from tasks_app.services import (
     task_release,
     tasks_heartbeat,
     tasks_reap,
+    tasks_requeue_lost_jobs,
 )
 from tests.factories import task_send
 
@@ -217,7 +219,8 @@ def test_a_job_is_claimed_once_and_a_redelivered_copy_finds_nothing(agent):
     assert task_claim(task_id=task_id, job_id="someone-else") == "ended"
     assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
     row = Task.objects.get(pk=task_id)
-    assert (row.runner, row.job_id, row.job_args, row.job_queued_at) == ("w1", "", None, None)
+    assert (row.runner, row.job_id, row.job_queued_at) == ("w1", "", None)
+    assert row.job_args == {"position": 0, "configuration": {}, "extensions": []}  # for a retry
     assert row.running_since <= timezone.now() and row.lease_expires_at == row.running_since + (
         timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
     )
@@ -397,3 +400,92 @@ def test_a_send_that_makes_a_task_hands_back_the_task_as_committed(agent):
     ask_for_input(outcome.task_id)
     follow_up = task_send(agent, text="more", task_id=str(outcome.task_id))
     assert follow_up.task is None  # a follow-up's answer is read once the turn settles
+
+
+def test_a_repeated_message_id_gets_the_first_sends_outcome_and_writes_nothing(agent):
+    first = task_send(agent, message_id="again")
+    repeat = task_send(agent, message_id="again", text="other words")
+    assert (repeat.task_id, repeat.since_seq, repeat.created) == (first.task_id, 1, True)
+    assert repeat.repeated and repeat.task is None
+    assert Task.objects.count() == 1 and TaskEvent.objects.count() == 1
+    # Another caller, or another agent, sending the same id is sending another message.
+    assert task_send(agent, message_id="again", principal=BOB).task_id != first.task_id
+
+
+def test_a_repeated_follow_up_gets_its_turn_not_an_error(agent):
+    task_id = task_send(agent).task_id
+    ask_for_input(task_id)
+    turn = task_send(agent, task_id=str(task_id), message_id="answer")
+    assert turn.since_seq == 2 and not turn.repeated
+    # The turn is under way ("already has a message waiting" for any other message).
+    repeat = task_send(agent, task_id=str(task_id), message_id="answer")
+    assert (repeat.task_id, repeat.since_seq, repeat.created) == (task_id, 2, False)
+    assert repeat.repeated
+    assert Task.objects.get(pk=task_id).messages.count() == 2
+
+
+def test_message_ids_are_forgotten_after_their_retention(agent, settings):
+    first = task_send(agent, message_id="old")
+    assert sent_messages_forget(now=timezone.now()) == 0
+    later = timezone.now() + timedelta(seconds=settings.A2A_MESSAGE_ID_RETENTION_SECONDS + 1)
+    assert sent_messages_forget(now=later) == 1
+    assert task_send(agent, message_id="old").task_id != first.task_id
+
+
+def test_with_no_retention_every_send_is_new(agent, settings):
+    settings.A2A_MESSAGE_ID_RETENTION_SECONDS = 0
+    first = task_send(agent, message_id="same")
+    assert task_send(agent, message_id="same").task_id != first.task_id
+
+
+def lapse(task_id):
+    Task.objects.filter(pk=task_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_a_retry_agents_run_whose_worker_died_is_queued_again_until_its_attempts_run_out(
+    make_tenant, make_agent, published, django_capture_on_commit_callbacks
+):
+    agent = make_agent(make_tenant(), "echo", worker_loss="retry", worker_loss_attempts=2)
+    task_id = task_send(agent).task_id
+    assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w1") == "claimed"
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING))
+    lapse(task_id)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks_reap() == [task_id]
+    task = Task.objects.get(pk=task_id)
+    assert (task.state, task.attempt, task.running_since, task.runner) == (
+        "TASK_STATE_WORKING",
+        2,
+        None,
+        "",
+    )
+    assert "attempt 2 of 2" in task.status_message["parts"][0]["text"]
+    assert published[-1][:3] == (task.job_id, task_id, 0)
+    # The second run's worker dies too: no attempts left, the task fails.
+    assert task_claim(task_id=task_id, job_id=task.job_id, runner="w2") == "claimed"
+    lapse(task_id)
+    assert tasks_reap() == [task_id]
+    task = Task.objects.get(pk=task_id)
+    assert task.state == "TASK_STATE_FAILED" and task.running_since is None
+    assert "failed the task" in task.status_message["parts"][0]["text"]
+
+
+def test_a_fail_agents_run_whose_worker_died_is_failed(agent):
+    task_id = task_send(agent).task_id
+    assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w1") == "claimed"
+    lapse(task_id)
+    assert tasks_reap() == [task_id]
+    assert Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED"
+
+
+def test_runs_queued_before_the_broker_started_are_queued_again_once(agent, published):
+    waiting = task_send(agent).task_id
+    started = timezone.now()
+    after = task_send(agent).task_id  # queued after the broker's start: the broker has it
+    published.clear()
+    assert tasks_requeue_lost_jobs(broker_started_at=started) == [waiting]
+    assert [p[1] for p in published] == [waiting]
+    # Requeued, it counts as queued now: the next round leaves it be.
+    assert tasks_requeue_lost_jobs(broker_started_at=started) == []
+    assert tasks_requeue_lost_jobs() == []  # nothing waited A2A_REQUEUE_AFTER_SECONDS
+    assert after not in [p[1] for p in published]
