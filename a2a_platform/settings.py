@@ -345,6 +345,7 @@ CELERY_TASK_ROUTES = {
     "tasks_app.tasks.cancel_outside_run_task": {"queue": "agents"},
     "push_app.tasks.push_deliver_task": {"queue": "push"},
     "tasks_app.tasks.reap_stuck_tasks_task": {"queue": "maintenance"},
+    "tasks_app.tasks.delete_expired_tasks_task": {"queue": "maintenance"},
     "push_app.tasks.push_dispatch_due_task": {"queue": "maintenance"},
 }
 
@@ -383,6 +384,10 @@ A2A_REQUEUE_AFTER_SECONDS = _positive_float("A2A_REQUEUE_AFTER_SECONDS", 300.0)
 A2A_MESSAGE_ID_RETENTION_SECONDS = _positive_int(
     "A2A_MESSAGE_ID_RETENTION_SECONDS", 24 * 3600, allow_zero=True
 )
+# Tasks that ended (completed, failed, canceled, rejected) longer ago than this many days are
+# deleted with everything they hold (history, artifacts, events, push configs and deliveries),
+# by beat's hourly job; 0 keeps every task (docs/capacity.md).
+A2A_TASK_RETENTION_DAYS = _positive_int("A2A_TASK_RETENTION_DAYS", 0, allow_zero=True)
 A2A_POLL_INTERVAL_SECONDS = _positive_float("A2A_POLL_INTERVAL_SECONDS", 0.2)
 # SSE comment lines on idle streams, so proxies do not cut them.
 A2A_SSE_KEEPALIVE_SECONDS = _positive_float("A2A_SSE_KEEPALIVE_SECONDS", 15.0)
@@ -465,6 +470,16 @@ A2A_GRPC_MAX_MESSAGE_BYTES = _positive_int("A2A_GRPC_MAX_MESSAGE_BYTES", A2A_MAX
 A2A_GRPC_MAX_CONCURRENT_STREAMS = _positive_int("A2A_GRPC_MAX_CONCURRENT_STREAMS", 1000)
 # How long SIGTERM waits for in-flight calls and streams before cancelling them.
 A2A_GRPC_GRACE_SECONDS = _positive_float("A2A_GRPC_GRACE_SECONDS", 10.0)
+
+# --- Drain on SIGTERM (a2a_platform.drain): the web processes and the gRPC sidecar ---
+# For this long after SIGTERM a process keeps serving what is in flight (a blocking send whose
+# task settles meanwhile gets it settled; streams go on) while it takes no new work. Then
+# blocking sends are answered with their tasks as they are, streams end with a hint to resume
+# elsewhere (SSE `retry:`, gRPC UNAVAILABLE), and the process exits. A web process takes up to
+# 3 s more to answer and close; the sidecar ends its waits 1 s before A2A_GRPC_GRACE_SECONDS
+# if that comes first. Keep it a few seconds under the supervisor's stop timeout (compose's
+# stop_grace_period, 10 s by default).
+A2A_DRAIN_SECONDS = _positive_float("A2A_DRAIN_SECONDS", 5.0)
 
 # --- Prometheus metrics (a2a_platform/metrics.py) ---
 # Set, scrapes send it as a bearer token. Unset, /metrics answers 403 (it names every tenant and
@@ -561,6 +576,10 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stuck-tasks": {
         "task": "tasks_app.tasks.reap_stuck_tasks_task",
         "schedule": A2A_REAPER_INTERVAL_SECONDS,
+    },
+    "delete-expired-tasks": {
+        "task": "tasks_app.tasks.delete_expired_tasks_task",
+        "schedule": 3600.0,
     },
     "dispatch-due-push-deliveries": {
         "task": "push_app.tasks.push_dispatch_due_task",

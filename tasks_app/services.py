@@ -969,6 +969,30 @@ def tasks_requeue_lost_jobs(*, now: Any = None, broker_started_at: Any = None) -
     return requeued
 
 
+def tasks_delete_expired(*, now: Any = None, batch: int = 500) -> int:
+    """Delete up to `batch` tasks that ended more than `A2A_TASK_RETENTION_DAYS` ago, with all
+    they hold (history, artifacts, events, push configs and deliveries: the cascade), and take
+    them off the task counts, in one transaction. Rows another process is deleting meanwhile
+    are skipped, so none is counted off twice. Returns how many went; 0 when retention is off.
+    An ended task never changes again, so its counted state is the one read here."""
+    if not settings.A2A_TASK_RETENTION_DAYS:
+        return 0
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.A2A_TASK_RETENTION_DAYS)
+    with transaction.atomic():
+        expired = list(
+            Task.objects.select_for_update(skip_locked=True)
+            .filter(state__in=TERMINAL_STATES, status_timestamp__lt=cutoff)
+            .only("pk", "agent_id", "owner", "state")[:batch]
+        )
+        if not expired:
+            return 0
+        Task.objects.filter(pk__in=[task.pk for task in expired]).delete()
+        for task in expired:
+            _task_counts_write(task, [(task.state, -1)])
+    return len(expired)
+
+
 def sent_messages_forget(*, now: Any = None) -> int:
     """Forget the messageIds sent longer ago than `A2A_MESSAGE_ID_RETENTION_SECONDS`: a send
     repeating one then makes a new task (or turn)."""

@@ -12,7 +12,13 @@ from celery.signals import worker_shutting_down
 from a2a_platform import broker
 
 from . import runtime
-from .services import sent_messages_forget, task_end, tasks_reap, tasks_requeue_lost_jobs
+from .services import (
+    sent_messages_forget,
+    task_end,
+    tasks_delete_expired,
+    tasks_reap,
+    tasks_requeue_lost_jobs,
+)
 
 # A turn waits for the previous run to release the task; that is a moment, not minutes.
 BUSY_RETRIES = 60
@@ -65,3 +71,12 @@ def reap_stuck_tasks_task() -> int:
     requeued = tasks_requeue_lost_jobs(broker_started_at=broker.started_at())
     sent_messages_forget()
     return len(tasks_reap()) + len(requeued)
+
+
+@shared_task
+def delete_expired_tasks_task() -> int:
+    """Beat's hourly: the tasks past `A2A_TASK_RETENTION_DAYS`, a batch at a time."""
+    deleted = 0
+    while batch := tasks_delete_expired():
+        deleted += batch
+    return deleted

@@ -489,3 +489,23 @@ def test_runs_queued_before_the_broker_started_are_queued_again_once(agent, publ
     assert tasks_requeue_lost_jobs(broker_started_at=started) == []
     assert tasks_requeue_lost_jobs() == []  # nothing waited A2A_REQUEUE_AFTER_SECONDS
     assert after not in [p[1] for p in published]
+
+
+def test_tasks_that_ended_before_the_retention_are_deleted_with_what_they_hold(agent, settings):
+    from tasks_app.models import Message, SentMessage
+    from tasks_app.services import task_counts_reconcile, tasks_delete_expired
+
+    assert tasks_delete_expired() == 0  # retention off: nothing is ever deleted
+    settings.A2A_TASK_RETENTION_DAYS = 7
+    old, recent, unfinished = (task_send(agent).task_id for _ in range(3))
+    for task_id in (old, recent):
+        task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_COMPLETED))
+    long_ago = timezone.now() - timedelta(days=8)
+    Task.objects.filter(pk__in=[old, unfinished]).update(status_timestamp=long_ago)
+
+    assert tasks_delete_expired(batch=1) == 1
+    assert tasks_delete_expired() == 0
+    assert set(Task.objects.values_list("pk", flat=True)) == {recent, unfinished}
+    for model in (TaskEvent, Message, SentMessage):
+        assert not model.objects.filter(task_id=old).exists()
+    assert task_counts_reconcile() == 0  # the counts went with the task
