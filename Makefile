@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint clean bench lock protos
+.PHONY: run test setup lint clean bench lock protos fuzz
 
 setup: $(STAMP)
 
@@ -49,3 +49,10 @@ protos: setup
 # about 15 minutes); BENCH_ARGS="--quick" for a short run, "--embedded" to add that profile.
 bench: setup
 	$(VENV)/bin/python bench/compare.py $(BENCH_ARGS)
+
+# `make fuzz`: the fuzzer (python -m fuzz, docs/fuzzing.md) against a platform of its own, started
+# as `make test` starts it: FUZZ_REQUESTS requests (default 10000) from FUZZ_SEED (default 1).
+# `make test` runs the same test with 1,000.
+fuzz: setup
+	FUZZ_REQUESTS=$${FUZZ_REQUESTS:-10000} FUZZ_SEED=$${FUZZ_SEED:-1} ./scripts/test.sh \
+	  tests/e2e/test_fuzz.py -k fuzzed_requests -s -p no:cacheprovider

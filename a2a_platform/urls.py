@@ -105,3 +105,5 @@ urlpatterns = [
 
 # A path no pattern matches under /a2a/ is answered in the REST bindings' format, not as HTML.
 handler404 = "bindings.rest.not_found"
+# A request refused before any view ran (a Host the platform does not serve), likewise.
+handler400 = "bindings.rest.bad_request"

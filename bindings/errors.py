@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 from a2a.utils.error_handlers import build_error_details
 from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP
+from django.core.exceptions import SuspiciousOperation
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -89,6 +90,22 @@ class Problem:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+# An error's message is at most this many bytes of UTF-8. Messages quote what the client sent
+# (a task id, a resource name), which can be megabytes; gRPC carries the message twice in the
+# trailers (grpc-message, percent-encoded, and the google.rpc.Status), and clients refuse
+# trailers over 8 to 16 KB, so an unbounded message became RESOURCE_EXHAUSTED on the client.
+MESSAGE_BYTES = 1_000
+
+
+def bounded(message: str) -> str:
+    """The message cut to MESSAGE_BYTES (on a character boundary, marked with an ellipsis),
+    with anything UTF-8 cannot hold (a lone surrogate quoted from the request) replaced."""
+    data = message.encode("utf-8", "replace")
+    if len(data) <= MESSAGE_BYTES:
+        return data.decode("utf-8")
+    return data[: MESSAGE_BYTES - 3].decode("utf-8", "ignore") + "\u2026"
+
+
 def problem_of(exc: BaseException) -> Problem:
     if isinstance(exc, A2AError):
         # The spec's class: the exception's own, or the A2A class it refines.
@@ -101,7 +118,7 @@ def problem_of(exc: BaseException) -> Problem:
         if mapping:
             details[0]["reason"] = mapping.reason  # the SDK looks the reason up by exact class
         return Problem(
-            message=exc.message,
+            message=bounded(exc.message),
             http_status=own_status or (mapping.http_code if mapping else 500),
             jsonrpc_code=JSON_RPC_ERROR_CODE_MAP.get(spec_class, -32603),
             grpc_status=mapping.grpc_status if mapping else "INTERNAL",
@@ -111,9 +128,13 @@ def problem_of(exc: BaseException) -> Problem:
             http_level=own_status is not None,
             is_a2a=True,
         )
+    if isinstance(exc, SuspiciousOperation):
+        # Django's refusals of a malformed request, wherever the request is read (more query
+        # parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS, ...): the client's mistake.
+        return problem_of(RequestError(str(exc) or "The request is malformed."))
     if isinstance(exc, RequestError):
         return Problem(
-            message=exc.message,
+            message=bounded(exc.message),
             http_status=exc.http_status,
             jsonrpc_code=exc.jsonrpc_code,
             grpc_status=exc.grpc_status,

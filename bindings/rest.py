@@ -34,8 +34,10 @@ from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
 from adrf.views import APIView
 from django.conf import settings
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.urls import Resolver404, resolve
+from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import page_not_found
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
@@ -70,7 +72,15 @@ from tasks_app.streams import StreamItem
 
 from .callers import http_caller, http_identify, version_check
 from .codecs import spellings, v03, v10
-from .errors import BodyTooLarge, MethodNotAllowed, UnsupportedMediaType, problem_of, rest_body
+from .errors import (
+    BodyTooLarge,
+    MethodNotAllowed,
+    UnsupportedMediaType,
+    jsonrpc_error,
+    problem_of,
+    rest_body,
+)
+from .jsonrpc import agent_jsonrpc
 from .sse import SseStream, sse_response
 from .wire import BadJson, json_loads, unstorable_text
 
@@ -654,10 +664,9 @@ def _ours(exc: Exception, request: Request) -> BaseException:
             f"Content-Type {request.content_type!r} is not supported; "
             f"send application/json or {A2A_JSON}."
         )
-    if isinstance(exc, drf_exceptions.APIException | SuspiciousOperation):
-        # e.g. more query parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS
-        return RequestError(str(getattr(exc, "detail", exc)) or "The request is malformed.")
-    return exc
+    if isinstance(exc, drf_exceptions.APIException):
+        return RequestError(str(exc.detail) or "The request is malformed.")
+    return exc  # Django's own refusals (SuspiciousOperation) are bindings.errors.problem_of's
 
 
 def _spelled(call: Caller, codec: RestDialect) -> Caller:
@@ -840,3 +849,29 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
         status=problem.http_status,
         content_type="application/json",
     )
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 400, for a request refused before any view ran (a Host header the platform
+    does not serve, which the middleware refuses with DisallowedHost): under /a2a/ in the
+    format of the binding at that path, JSON-RPC's envelope or REST's Status, not Django's
+    HTML page; elsewhere Django's own page."""
+    if not request.path.startswith("/a2a/"):
+        return django_bad_request(request, exception)  # type: ignore[arg-type]
+    problem = problem_of(
+        InvalidRequestError(
+            "The Host header names no host this platform serves."
+            if isinstance(exception, DisallowedHost)
+            else "The request is malformed."
+        )
+    )
+    try:
+        at_jsonrpc = resolve(request.path_info).func is agent_jsonrpc
+    except Resolver404:
+        at_jsonrpc = False
+    body = (
+        {"jsonrpc": "2.0", "id": None, "error": jsonrpc_error(problem)}
+        if at_jsonrpc
+        else rest_body(problem, V1_0)
+    )
+    return HttpResponse(json.dumps(body), status=400, content_type="application/json")

@@ -29,10 +29,19 @@ from tasks_app.selectors import task_get_row
 from .models import Delivery, PushConfig
 from .selectors import push_config_to_proto
 
+# The columns' lengths (PushConfig.url, PushConfig.auth_scheme): longer is refused, not a
+# database error.
+URL_MAX_LENGTH = PushConfig._meta.get_field("url").max_length
+SCHEME_MAX_LENGTH = PushConfig._meta.get_field("auth_scheme").max_length
+
 
 def push_url_validate(url: str) -> None:
     if not url:
         raise InvalidParamsError("A push notification config needs a 'url'.")
+    if len(url) > URL_MAX_LENGTH:
+        raise InvalidParamsError(
+            f"A push notification 'url' is at most {URL_MAX_LENGTH} characters."
+        )
     try:
         # A name that does not resolve now is accepted: each delivery's connection is checked
         # (a2a_platform.ssrf's guarded client), so DNS decides when it matters.
@@ -78,6 +87,10 @@ def push_config_set(
         push_headers_validate(headers)
     if config.HasField("authentication") and not config.authentication.scheme:
         raise InvalidParamsError("'authentication.scheme' is required when authentication is set.")
+    if len(config.authentication.scheme) > SCHEME_MAX_LENGTH:
+        raise InvalidParamsError(
+            f"'authentication.scheme' is at most {SCHEME_MAX_LENGTH} characters."
+        )
     config_id = config.id or str(uuid.uuid4())
     if len(config_id) > 200:
         raise InvalidParamsError("A push notification config 'id' is at most 200 characters.")

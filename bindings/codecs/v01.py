@@ -155,7 +155,7 @@ def v01_message(data: Any, path: str = "message") -> MessageProto:
     if not isinstance(data, dict):
         raise _bad(path, f"must be an object, not {_kind(data)}.")
     role = data.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:  # an object or array is unhashable
         raise _bad(f"{path}.role", f"must be 'user' or 'agent', not {role!r}.")
     parts = _required(data, "parts", list, f"{path}.parts")
     if not parts:

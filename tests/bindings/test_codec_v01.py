@@ -185,6 +185,9 @@ def test_send_params_minimal():
         ({"message": "hi"}, "'message' must be an object, not a string"),
         ({"message": {"parts": [{"type": "text", "text": "x"}]}}, "'message.role' must be"),
         ({"message": {"role": "system", "parts": []}}, "not 'system'"),
+        # An object or an array is unhashable: it was a TypeError (JSON-RPC -32603).
+        ({"message": {"role": {"x": 1}, "parts": []}}, "'message.role' must be"),
+        ({"message": {"role": ["user"], "parts": []}}, "'message.role' must be"),
         ({"message": {"role": "user"}}, "'message.parts' is required"),
         ({"message": {"role": "user", "parts": {}}}, "'message.parts' must be an array"),
         ({"message": {"role": "user", "parts": []}}, "'message.parts' must hold at least one"),

@@ -35,6 +35,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
+from bindings.errors import MESSAGE_BYTES
 from tasks_app.models import Task
 
 from ..conftest import _free_port, require, start_grpc, stop_process
@@ -1372,6 +1373,25 @@ def test_bad_strings_and_values_are_invalid_arguments_not_internal(v10, deploy):
     assert "status_timestamp_after" in expect(
         lambda: v10.ListTasks(listing, metadata=metadata), "INVALID_ARGUMENT", "INVALID_PARAMS"
     )
+
+
+def test_errors_quoting_a_huge_request_stay_within_the_trailer_limits(v03, deploy):
+    """Error messages quote the request (a task's resource name here); a name of 400 KB made
+    trailers no client accepts, and the call ended RESOURCE_EXHAUSTED on the client's side.
+    The message is cut to MESSAGE_BYTES, and the status still carries its ErrorInfo."""
+    target = deploy("echo")
+    metadata = md(target.key, agent=target.path)
+    for name in ("x" * 400_000, "\u00e9" * 100_000):
+        request = pb03.CancelTaskRequest(name=name)
+        message = expect(
+            lambda request=request: v03.CancelTask(request, metadata=metadata, timeout=TIMEOUT),
+            "INVALID_ARGUMENT",
+            "INVALID_PARAMS",
+        )
+        # v0.3 names the error's class first.
+        assert message.startswith("InvalidParamsError: No task for "), message[:80]
+        assert message.endswith("\u2026"), message[-40:]
+        assert len(message.removeprefix("InvalidParamsError: ").encode()) <= MESSAGE_BYTES
 
 
 def test_single_valued_metadata_sent_twice_with_different_values_is_refused(v10, deploy):

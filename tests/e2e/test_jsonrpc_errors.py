@@ -532,7 +532,7 @@ def _nested(depth: int, leaf: Any = 1) -> Any:
 
 def _malformed_bodies() -> list[tuple[str, dict[str, str], bytes, int]]:
     """(label, headers, body, expected JSON-RPC error code or HTTP status)."""
-    v10, v03 = {"A2A-Version": "1.0"}, {}
+    v10, v03, v01 = {"A2A-Version": "1.0"}, {}, {"A2A-Version": "0.1"}
 
     def rpc(method: str, params: Any, **extra: Any) -> bytes:
         return json.dumps(
@@ -636,6 +636,14 @@ def _malformed_bodies() -> list[tuple[str, dict[str, str], bytes, int]]:
             -32602,
         ),
         ("batch of junk", v10, json.dumps([[], {}, 1, None, "x", [[[]]]]).encode(), -32600),
+        # An object or an array where v0.1's role goes is unhashable: it was -32603.
+        (
+            "v0.1 role an object",
+            v01,
+            rpc("tasks/send", {"message": {"role": {"a": 1}, "parts": [{"type": "text"}]}}),
+            -32602,
+        ),
+        ("v0.1 role an array", v01, rpc("tasks/sendSubscribe", {"message": {"role": []}}), -32602),
     ]
     v10_fields: dict[str, Any] = {
         "messageId": 5,
@@ -700,6 +708,37 @@ def test_malformed_bodies_never_cause_a_server_error(http, echo):
     assert not problems, "\n".join(problems)
     # The platform still works after all that.
     assert result_of(call(http, echo, V10, "list", {}))["totalSize"] == 0
+
+
+def test_forged_page_tokens_and_overlong_push_fields_are_invalid_params(http, echo):
+    """What the fuzzer found behind the bindings: a page token of base64 JSON nested past
+    the recursion limit, and a push config whose url or authentication scheme is longer than
+    its column, were -32603 (a RecursionError, a database error)."""
+    deep = base64.urlsafe_b64encode(b"[" * 50_000).decode().rstrip("=")
+    for d, method in ((V10, "ListTasks"), (V03, "tasks/list")):
+        error_of(call(http, echo, d, method, {"pageToken": deep}), -32602, "pageToken")
+    task_id = completed_task(http, echo, V10)
+    url = "http://127.0.0.1:9/hook"
+    for config in (
+        {"url": url + "x" * 3_000},
+        {"url": url, "authentication": {"scheme": "B" * 150}},
+    ):
+        create = {"taskId": task_id, **config}
+        error_of(call(http, echo, V10, "CreateTaskPushNotificationConfig", create), -32602)
+        inline = {"message": V10.message(), "configuration": {"taskPushNotificationConfig": config}}
+        error_of(call(http, echo, V10, "send", inline), -32602)
+
+
+def test_too_many_query_parameters_is_an_invalid_request(http, echo):
+    """More query parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS (1000) make Django refuse to
+    read the query (where A2A-Version may be): a client's mistake, not -32603."""
+    query = "&".join(f"p{n}=v" for n in range(1100))
+    body = {"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"id": "x"}}
+    response = post(http, f"{echo.url}?{query}", body, {"X-API-Key": echo.key})
+    assert response.status_code == 400, response.text
+    answer = response.json()
+    assert answer["id"] == 4 and answer["error"]["code"] == -32600, answer
+    assert answer["error"]["data"][0]["reason"] == "INVALID_REQUEST", answer
 
 
 def test_http_level_errors(http, echo, live_platform):

@@ -1077,7 +1077,10 @@ def test_list_filters_and_history_length(http, target, d):
 
 @BOTH
 def test_content_types(http, echo, d):
-    body = json.dumps({"message": d.message()}).encode()
+    def body() -> bytes:
+        # A message of its own each time: a repeated messageId returns the first task.
+        return json.dumps({"message": d.message()}).encode()
+
     url = echo.url(d, "message:send")
 
     def answer(response: httpx.Response, media_type: str) -> Any:
@@ -1085,14 +1088,14 @@ def test_content_types(http, echo, d):
         assert content_type == media_type, (response.request.headers, content_type)
         return response.json()
 
-    plain = req(http, "POST", url, key=echo.key, content=body)
+    plain = req(http, "POST", url, key=echo.key, content=body())
     assert answer(plain, "application/json")["task"]["status"]["state"] == d.state("COMPLETED")
     for headers in (
         {"Content-Type": A2A_JSON},
         {"Content-Type": "application/json", "Accept": A2A_JSON},
         {"Content-Type": A2A_JSON, "Accept": A2A_JSON},
     ):
-        response = req(http, "POST", url, key=echo.key, content=body, headers=headers)
+        response = req(http, "POST", url, key=echo.key, content=body(), headers=headers)
         assert response.status_code == 200, response.text
         assert answer(response, A2A_JSON)["task"]["status"]["state"] == d.state("COMPLETED")
     tasks = echo.url(d, "tasks")
@@ -1326,6 +1329,22 @@ def test_paths_no_pattern_matches_under_a2a_are_status_404s(http, live_platform,
         assert error["details"][0]["reason"] == reason, (path, error)
     # Outside /a2a/ Django's own page stays.
     assert "text/html" in http.get(base + "/nowhere%0A").headers["content-type"]
+
+
+def test_a_host_the_platform_does_not_serve_is_a_400_in_the_bindings_form(http, echo):
+    """Django's middleware refuses a Host outside ALLOWED_HOSTS (DisallowedHost) before any
+    view runs: the answer is still the binding's, JSON-RPC's envelope at the agent's JSON-RPC
+    URL and REST's Status on a REST path, not Django's HTML page."""
+    headers = {"Host": "not-served.example", "X-API-Key": echo.key}
+    rpc_body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}}
+    response = http.post(echo.root, json=rpc_body, headers=headers)
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    assert response.json()["error"]["code"] == -32600, response.text
+    for d in (V10, V03):
+        response = http.get(echo.url(d, "tasks"), headers=headers)
+        error = status_body(response, 400)["error"]
+        assert error["details"][0]["reason"] == "INVALID_REQUEST", error
 
 
 @BOTH
