@@ -1,4 +1,5 @@
-"""ASGI entry point: daphne serves HTTP (and SSE) through Channels.
+"""ASGI entry point: daphne serves HTTP (and SSE) through Channels; a2a_platform.webserver is
+the daphne the web processes run (its drain on SIGTERM, its answers to what HTTP refuses).
 
 Static files (the admin's, Swagger UI's from drf-spectacular-sidecar) are served by Django's
 ASGI static files handler straight from the installed apps, so the platform needs no CDN, no
@@ -21,7 +22,6 @@ from collections.abc import Awaitable, Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
-from daphne import http_protocol  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.exceptions import RequestAborted, SuspiciousOperation  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
@@ -200,20 +200,6 @@ class StaticFiles(ASGIStaticFilesHandler):
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return response
 
-
-class _WebRequest(http_protocol.WebRequest):
-    """daphne's request without twisted's parsing of a POST's form arguments
-    (`parsePOSTFormSubmission`): daphne hands the raw body to the application and never reads
-    `request.args`, and the parsing reads every POST's Content-Type with the `email` package,
-    a twentieth of a GetTask's CPU."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["parsePOSTFormSubmission"] = False
-        super().__init__(*args, **kwargs)
-
-
-# daphne's HTTPFactory.buildProtocol looks the request class up here for each connection.
-http_protocol.WebRequest = _WebRequest
 
 application = ProtocolTypeRouter(
     {"http": AgentHosts(StaticFiles(A2APaths(django_asgi_app, A2AProtocolHandler())))}

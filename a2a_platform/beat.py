@@ -123,11 +123,13 @@ def beat_last_tick() -> datetime | None:
 
 def beat_stale_after_seconds() -> float:
     """How old beat's last tick may be while beat is taken to be alive: STALE_AFTER_GAPS times
-    the longest interval of settings.CELERY_BEAT_SCHEDULE (with the defaults, 3 x 15 s).
+    the longest gap between its ticks (with the defaults, 3 x 5 s).
 
-    Beat ticks whenever an entry is due and at least every `beat_max_loop_interval`, so an
-    interval longer than that (or a crontab entry) counts as that; the record is written at
-    most every HEARTBEAT_SECONDS, so the gap is never taken to be shorter than that."""
+    Beat ticks whenever an entry is due, so the gap is the shortest interval of
+    settings.CELERY_BEAT_SCHEDULE (an hourly entry beside the reaper's 5 s does not make beat
+    sleep an hour), and at most `beat_max_loop_interval`, which an interval longer than that (or
+    a crontab entry) counts as; the record is written at most every HEARTBEAT_SECONDS, so the
+    gap is never taken to be shorter than that."""
     from a2a_platform.celery import app
 
     max_loop = float(app.conf.beat_max_loop_interval or celery_beat.DEFAULT_MAX_INTERVAL)
@@ -136,4 +138,4 @@ def beat_stale_after_seconds() -> float:
         run_every = getattr(maybe_schedule(entry["schedule"]), "run_every", None)
         gaps.append(min(run_every.total_seconds(), max_loop) if run_every else max_loop)
     # An empty schedule: beat wakes every max_loop.
-    return STALE_AFTER_GAPS * max(HEARTBEAT_SECONDS, *(gaps or [max_loop]))
+    return STALE_AFTER_GAPS * max(HEARTBEAT_SECONDS, min(gaps or [max_loop]))

@@ -1,5 +1,7 @@
 """Liveness and readiness: /healthz answers while the process runs; /readyz checks that the
-database, the Celery broker and the channel layer can be reached, and names what cannot."""
+database, the Celery broker and the channel layer can be reached, and names what cannot. From
+SIGTERM on (a2a_platform.drain) /readyz answers 503 at once, saying so, and /healthz still 200:
+the process is stopping on purpose, and a load balancer sends its new requests elsewhere."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from a2a_platform import drain
 from a2a_platform.db import db
 
 CHECK_TIMEOUT_SECONDS = 3.0
@@ -74,6 +77,15 @@ async def _run(check: Callable[[], Awaitable[None]]) -> str:
 
 
 async def readyz(request: HttpRequest) -> JsonResponse:
+    if drain.draining():
+        return JsonResponse(
+            {
+                "status": "draining",
+                "detail": "This process is stopping: it finishes what is in flight and takes "
+                "no new work. Send requests to another process.",
+            },
+            status=503,
+        )
     results = await asyncio.gather(*(_run(check) for check in CHECKS.values()))
     checks = dict(zip(CHECKS, results, strict=True))
     ready = all(result == "ok" for result in results)

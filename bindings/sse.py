@@ -3,6 +3,9 @@
 Each event's `id:` is `<task-id>:<seq>`, which a client sends back as `Last-Event-ID` to resume;
 its `data:` is whatever the binding wraps a rendered result in (a JSON-RPC response, or the
 bare REST object). An error after the stream has begun goes out as an `event: error` frame.
+A stream that its process's drain ends (tasks_app.operations.ServerDraining) is not an error:
+it ends with a `retry:` field, as a complete response, and the client reconnects (to another
+process) with `Last-Event-ID`, missing nothing.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from typing import Any
 from django.http import StreamingHttpResponse
 
 from a2a_platform.metrics import SSE_STREAMS_OPEN
-from tasks_app.operations import Stream
+from tasks_app.operations import ServerDraining, Stream
 from tasks_app.streams import StreamItem
 
 # A comment line: proxies and clients see the connection is alive; no event is sent.
 KEEP_ALIVE = b": keep-alive\n\n"
+# The last bytes of a stream cut by its process's drain: a comment saying why, and how long
+# (ms) a client waits before it reconnects: a moment, as another process is there to answer.
+DRAINED = b": this server is stopping; reconnect with Last-Event-ID to resume\nretry: 1000\n\n"
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ async def _frames(
                     # that drops in between resumes before it and misses none of them.
                     last = n == len(results)
                     yield sse_frame(wrap(result), event_id=item.event_id if last else None)
+    except ServerDraining:
+        yield DRAINED
     except Exception as exc:  # what A2A names goes out as it is; anything else is logged
         yield sse_frame(error_body(exc), event="error")
     finally:

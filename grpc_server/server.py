@@ -1,5 +1,11 @@
 """The gRPC sidecar's server: the A2A services, health and reflection, TLS, graceful stop.
 
+On SIGTERM the sidecar drains (a2a_platform.drain): health turns NOT_SERVING, the port closes
+and new calls are refused (grpcio's `stop(grace)`), and the calls in flight go on for
+A2A_DRAIN_SECONDS; then a blocking SendMessage answers with its task as it is, and a server
+stream ends with UNAVAILABLE saying to subscribe again (the status gRPC clients retry on), so
+that nothing in flight is cancelled when grpcio's grace ends.
+
 An asyncio server (grpc.aio): the A2A operations are coroutines already, and no call waits for
 a free pool worker. Their database work runs on the process's bounded pool of database threads
 (a2a_platform.db), shared by all calls; docs/benchmarks.md has the measurements behind the choice.
@@ -22,7 +28,7 @@ from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
-from a2a_platform import heap
+from a2a_platform import drain, heap
 from a2a_platform.metrics import start_sidecar_metrics_server
 from bindings.grpc import (
     COMPAT_SERVICE,
@@ -36,6 +42,9 @@ from bindings.grpc import (
 )
 
 SERVICES = (V10_SERVICE, V03_SERVICE, COMPAT_SERVICE)
+# The drain's waits end this long before grpcio's grace, which cancels what still runs: time
+# for the last answers to be read and sent.
+ANSWER_SECONDS = 1.0
 # Where reflection finds a2a.v1.A2AService with all its methods (see reflection_pool).
 MERGED_V03_FILE = "a2a_v1_service.proto"
 
@@ -164,6 +173,18 @@ async def serve() -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     grace = settings.A2A_GRPC_GRACE_SECONDS
-    print(f"gRPC sidecar stopping: draining calls for up to {grace:g} s", flush=True)
+    waits = drain_seconds(grace)
+    print(
+        f"gRPC sidecar stopping: calls in flight get {waits:g} s, then are answered "
+        f"(cancelled after {grace:g} s)",
+        flush=True,
+    )
     await health_servicer.enter_graceful_shutdown()
+    drain.begin(waits)
     await server.stop(grace)
+
+
+def drain_seconds(grace: float) -> float:
+    """How long the calls in flight go on after SIGTERM: A2A_DRAIN_SECONDS, ending at least
+    ANSWER_SECONDS (or half of a shorter `grace`) before grpcio's grace does."""
+    return max(0.0, min(settings.A2A_DRAIN_SECONDS, grace - min(ANSWER_SECONDS, grace / 2)))

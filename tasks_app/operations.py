@@ -32,12 +32,13 @@ from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
 from django.conf import settings
 
+from a2a_platform import drain
 from a2a_platform.db import db
 from a2a_platform.metrics import timed_send, timed_send_stream
 from a2a_platform.versions import V1_0
 from agents.auth import Principal
 from agents.cards import agent_card_build
-from agents.errors import AuthenticationRequired
+from agents.errors import AuthenticationRequired, RequestError
 from agents.models import Agent
 
 from . import selectors, services
@@ -49,6 +50,30 @@ from .services import SendOutcome
 from .streams import SETTLED_STATES, EventFollower, StreamItem
 
 Stream = AsyncIterator[StreamItem | None]  # None: nothing new for a while (send a keep-alive)
+
+
+class ServerDraining(RequestError):
+    """A stream cut because its process is stopping (a2a_platform.drain): nothing is lost, and
+    the client resumes on another process. SSE ends the stream with a `retry:` hint instead
+    (bindings.sse); gRPC answers UNAVAILABLE, the status its clients retry."""
+
+    http_status = 503
+    jsonrpc_code = -32052
+    grpc_status = "UNAVAILABLE"
+    reason = "SERVER_DRAINING"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This server is draining (it is being stopped): the stream ends here, and the task "
+            "goes on. Resubscribe to the task (SubscribeToTask; SSE: reconnect with "
+            "Last-Event-ID) to go on from the last event received, on another server."
+        )
+
+
+def _stop_if_drained(follower: EventFollower) -> None:
+    """After a stream's follower stopped: raise if it stopped for the process's drain."""
+    if follower.drained:
+        raise ServerDraining()
 
 
 @dataclass(frozen=True)
@@ -112,8 +137,10 @@ async def _send(
 async def message_send(
     *, caller: Caller, request: SendMessageRequest, new_task_id: uuid.UUID | None = None
 ) -> TaskProto | MessageProto:
-    """Send and, unless `returnImmediately`, wait for the turn to settle. `new_task_id` names
-    the task a new conversation creates (v0.1 clients choose their task ids)."""
+    """Send and, unless `returnImmediately`, wait for the turn to settle; in a process that
+    drains, only until its grace ends (a2a_platform.drain): then the task as it is, so that
+    the client keeps its id. `new_task_id` names the task a new conversation creates (v0.1
+    clients choose their task ids)."""
     check_tenant(caller, request.tenant)
     blocking = not request.configuration.return_immediately
     # Known before the message is stored: then every ring for its turn reaches the wait below.
@@ -179,6 +206,7 @@ async def _send_stream(
         async with EventFollower(outcome.task_id, since) as follower:
             async for item in follower.events(idle=keepalive, read_first=not hearing):
                 yield _cut_history(item, history_length)
+            _stop_if_drained(follower)
         return
     # A follow-up to an interrupted task: the task as committed still shows the state that
     # ended the last turn (input-required), which would read as this turn's end; the stream
@@ -192,6 +220,7 @@ async def _send_stream(
                     break
                 yield None
         if first is None:
+            _stop_if_drained(follower)
             return
         if first.response.HasField("message"):
             yield first  # the agent answered with a Message: that is the whole stream
@@ -204,6 +233,7 @@ async def _send_stream(
             return
         async for item in follower.events(idle=keepalive):
             yield item
+        _stop_if_drained(follower)
 
 
 def _cut_history(item: StreamItem | None, history_length: int | None) -> StreamItem | None:
@@ -286,6 +316,7 @@ async def _replay(task_pk: uuid.UUID, after: int) -> Stream:
     async with EventFollower(task_pk, after, ends_at=TERMINAL_STATES) as follower:
         async for item in follower.events(idle=settings.A2A_SSE_KEEPALIVE_SECONDS):
             yield item
+        _stop_if_drained(follower)
 
 
 async def _subscription(task_pk: uuid.UUID) -> Stream:
@@ -297,6 +328,7 @@ async def _subscription(task_pk: uuid.UUID) -> Stream:
             return
         async for item in follower.events(idle=settings.A2A_SSE_KEEPALIVE_SECONDS):
             yield item
+        _stop_if_drained(follower)
 
 
 async def task_cancel(
@@ -313,11 +345,16 @@ async def task_cancel(
         # The worker gets the cancel timeout for executor.cancel() plus a margin to record it.
         async with EventFollower(task_pk, seq, ends_at=TERMINAL_STATES) as follower:
             await follower.settled(deadline=_deadline(timeout + 2))
-        await db(services.task_end)(
-            task_id=task_pk,
-            state=TaskState.TASK_STATE_CANCELED,
-            reason=f"The agent did not stop within {timeout:g} s; the platform canceled the task.",
-        )
+        # A wait cut short by the process's drain is no sign of an agent that does not stop:
+        # the worker, which has the cancel, ends the task itself.
+        if not drain.over():
+            await db(services.task_end)(
+                task_id=task_pk,
+                state=TaskState.TASK_STATE_CANCELED,
+                reason=(
+                    f"The agent did not stop within {timeout:g} s; the platform canceled the task."
+                ),
+            )
     return await db(selectors.task_get)(
         agent=caller.agent, principal=caller.principal, task_id=task_id, with_origin=with_origin
     )

@@ -3,6 +3,10 @@
 The log (TaskEvent rows, one sequence per task) is the source; the doorbell only says when to
 look again. A follower remembers the last seq it handed out, so a reconnecting client that
 names it (`Last-Event-ID`) misses nothing and sees nothing twice.
+
+When the process drains (a2a_platform.drain) and its grace is over, a follower stops waiting:
+`settled` returns as at its deadline, and `events` stops with `drained` set, so that the
+stream's owner can tell the client to resume elsewhere.
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.types import StreamResponse
 from google.protobuf.json_format import ParseDict
 
+from a2a_platform import drain
 from a2a_platform.db import db
 
 from .doorbell import Doorbell
@@ -53,6 +59,8 @@ class EventFollower:
         self.task_id = task_id
         self.seq = seq
         self.ends_at = ends_at
+        # `events` stopped because the process drains, not at a final event or its deadline.
+        self.drained = False
         self._bell = Doorbell(task_id)
 
     async def __aenter__(self) -> EventFollower:
@@ -62,14 +70,23 @@ class EventFollower:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._bell.__aexit__(*exc_info)
 
+    async def _ring(self, timeout: float) -> dict[str, Any] | None:
+        """The doorbell's next ring for the task; None after `timeout`, or at once when the
+        process's drain ends its waits."""
+        try:
+            async with drain.watch():
+                return await self._bell.wait(timeout)
+        except TimeoutError:
+            return None
+
     async def settled(self, *, deadline: float, read_first: bool = True) -> None:
         """Return once an event after `seq` ends the wait (or at `deadline`), without reading
         the events' content: the log's kinds and states are read at the start and whenever
         the doorbell stays quiet for its safety-net interval (every poll interval, without a
         doorbell); a ring that says a final event came ends the wait at once. What a blocking
-        send, and a cancel waiting for its worker, wait with. `read_first=False` skips the
-        first read when the doorbell heard every ring since `seq` was the last
-        (`hearing_every_ring()` before it was written)."""
+        send, and a cancel waiting for its worker, wait with; a drain ends the wait early.
+        `read_first=False` skips the first read when the doorbell heard every ring since `seq`
+        was the last (`hearing_every_ring()` before it was written)."""
         loop = asyncio.get_running_loop()
         read = read_first
         while True:
@@ -83,9 +100,9 @@ class EventFollower:
                     return
             while True:
                 now = loop.time()
-                if now >= deadline:
+                if now >= deadline or drain.over():
                     return
-                rung = await self._bell.wait(min(self._bell.interval, deadline - now))
+                rung = await self._ring(min(self._bell.interval, deadline - now))
                 if rung is None or not rung.get("kind"):
                     break  # quiet (or a ring that does not say): look at the log
                 if rung.get("seq", 0) > self.seq and is_final(
@@ -101,7 +118,8 @@ class EventFollower:
         read_first: bool = True,
     ) -> AsyncIterator[StreamItem | None]:
         """Yield the next events until one is final. Yield None after `idle` seconds with
-        nothing to say (for keep-alives); stop quietly at `deadline` (a loop time).
+        nothing to say (for keep-alives); stop quietly at `deadline` (a loop time), or when
+        the process's drain is over (then `drained` is set).
         `read_first=False`: as for `settled`, wait for a ring before the first read."""
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
@@ -135,6 +153,9 @@ class EventFollower:
                 # written since waits in its queue, so waiting now misses nothing.
             if deadline is not None and now >= deadline:
                 return
+            if drain.over():
+                self.drained = True
+                return
             pause = self._bell.interval
             if deadline is not None:
                 pause = min(pause, deadline - now)
@@ -143,4 +164,4 @@ class EventFollower:
                     yield None
                     quiet_since = now
                 pause = min(pause, idle - (now - quiet_since))
-            await self._bell.wait(pause)
+            await self._ring(pause)

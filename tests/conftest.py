@@ -113,10 +113,13 @@ class LivePlatform:
 
 
 def start_web(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """A daphne process serving the platform on `port`, once it accepts connections."""
+    """A web process serving the platform on `port`, once it accepts connections: daphne as
+    `manage.py runweb` runs it (a2a_platform.webserver: its drain and HTTP-layer answers)."""
     proc = subprocess.Popen(
         [
-            str(VENV_BIN / "daphne"),
+            sys.executable,
+            "-m",
+            "a2a_platform.webserver",
             "-b",
             "127.0.0.1",
             "-p",

@@ -642,13 +642,16 @@ def test_beat_scheduler_records_its_ticks_and_healthcheck_beat_reads_them(db_env
 def test_beat_stale_after_follows_the_schedule(settings):
     from a2a_platform.beat import HEARTBEAT_SECONDS, STALE_AFTER_GAPS, beat_stale_after_seconds
 
-    longest = max(e["schedule"] for e in settings.CELERY_BEAT_SCHEDULE.values())
-    assert beat_stale_after_seconds() == STALE_AFTER_GAPS * max(longest, HEARTBEAT_SECONDS)
+    shortest = min(e["schedule"] for e in settings.CELERY_BEAT_SCHEDULE.values())
+    assert beat_stale_after_seconds() == STALE_AFTER_GAPS * max(shortest, HEARTBEAT_SECONDS)
+    # beat ticks for its soonest entry: an hourly one beside it does not lengthen the gap
     settings.CELERY_BEAT_SCHEDULE = {
-        "often": {"task": "t", "schedule": 1.0},
+        "often": {"task": "t", "schedule": 7.0},
         "hourly": {"task": "t", "schedule": timedelta(hours=1)},
     }
-    # beat wakes at least every beat_max_loop_interval (300 s) whatever its entries say
+    assert beat_stale_after_seconds() == STALE_AFTER_GAPS * 7
+    # and at least every beat_max_loop_interval (300 s) whatever its entries say
+    settings.CELERY_BEAT_SCHEDULE = {"daily": {"task": "t", "schedule": timedelta(days=1)}}
     assert beat_stale_after_seconds() == STALE_AFTER_GAPS * 300
     settings.CELERY_BEAT_SCHEDULE = {"often": {"task": "t", "schedule": 1.0}}
     assert beat_stale_after_seconds() == STALE_AFTER_GAPS * HEARTBEAT_SECONDS

@@ -845,7 +845,7 @@ def test_a_task_created_over_grpc_is_read_and_streamed_over_jsonrpc(v10, deploy,
 
 def test_sigterm_drains_an_open_stream_then_exits_zero(v10, deploy, sidecar):
     echo = deploy(delay_seconds=2)
-    proc, address = sidecar("draining", A2A_GRPC_GRACE_SECONDS="8")
+    proc, address = sidecar("draining", A2A_GRPC_GRACE_SECONDS="8", A2A_DRAIN_SECONDS="7")
     task = send10(v10, "drained", tenant=echo.path, metadata=md(echo.key), return_immediately=True)
     with grpc.insecure_channel(address) as channel:
         stub = pb10_grpc.A2AServiceStub(channel)

@@ -9,8 +9,10 @@ on any process: tasks, events and the doorbell live in PostgreSQL and Redis. The
 profile's in-memory channel layer cannot cross processes, so there it is one process.
 
 This command binds the port (one already taken is said plainly, before any daphne starts),
-starts the processes, passes SIGTERM and SIGINT on to them, and exits when any of them exits,
-stopping the others, with that process's exit status.
+starts the processes (daphne as a2a_platform.webserver configures it), passes SIGTERM and
+SIGINT on to them once, and exits when any of them exits, stopping the others, with that
+process's exit status. On SIGTERM each daphne drains (a2a_platform.drain): it takes no new
+connection, answers what is in flight within A2A_DRAIN_SECONDS, and exits.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from a2a_platform.startup import port_in_use
 from agents.crypto import encryption_keys_check
 from tasks_app.doorbell import shared_layer
 
-# How long the processes get to finish their requests after SIGTERM before SIGKILL.
+# How long the processes get to finish their requests after SIGTERM before SIGKILL, at least:
+# their drain (A2A_DRAIN_SECONDS, then a few seconds to answer and close) fits well within.
 STOP_GRACE_SECONDS = 30
 
 
@@ -91,15 +94,20 @@ class Command(BaseCommand):
             daphne_args = ["--verbosity", "0", *daphne_args]  # daphne logs access from 1 up
         children = []
         for sock in listen(bind, port, count):
-            argv = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno())]
+            argv = [sys.executable, "-m", "a2a_platform.webserver", "--fd", str(sock.fileno())]
             argv += [*daphne_args, "a2a_platform.asgi:application"]
             children.append(subprocess.Popen(argv, pass_fds=[sock.fileno()]))
             sock.close()  # the child holds it
         self.stdout.write(f"web: {count} daphne process(es) on http://{bind}:{port}/")
 
+        signalled: set[int] = set()
+
         def stop(signum: int, _frame: Any) -> None:
+            """Pass the signal on, once to each process: a second one would not hurry a
+            drain, only be logged as a stop of a reactor already stopping."""
             for child in children:
-                if child.poll() is None:
+                if child.poll() is None and child.pid not in signalled:
+                    signalled.add(child.pid)
                     child.send_signal(signum)
 
         signal.signal(signal.SIGTERM, stop)
@@ -113,9 +121,10 @@ class Command(BaseCommand):
                     child.returncode = status
         finally:
             stop(signal.SIGTERM, None)
+            grace = max(STOP_GRACE_SECONDS, settings.A2A_DRAIN_SECONDS + 10)
             for child in children:
                 try:
-                    child.wait(STOP_GRACE_SECONDS)
+                    child.wait(grace)
                 except subprocess.TimeoutExpired:
                     child.kill()
                     child.wait()
