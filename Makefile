@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint clean bench lock protos fuzz
+.PHONY: run test setup lint clean bench lock protos fuzz faults bench-topology
 
 setup: $(STAMP)
 
@@ -49,6 +49,17 @@ protos: setup
 # about 15 minutes); BENCH_ARGS="--quick" for a short run, "--embedded" to add that profile.
 bench: setup
 	$(VENV)/bin/python bench/compare.py $(BENCH_ARGS)
+
+# `make faults`: the fault suite (faults/, docs/reliability.md): every fault, 20 trials each,
+# on a cluster of its own behind HAProxy (about 40 minutes on 2 cores);
+# FAULTS_ARGS="--trials 2 --only redis-restart,web-sigterm" for a part of it.
+faults: setup
+	$(VENV)/bin/python -m faults $(FAULTS_ARGS)
+
+# `make bench-topology`: the platform on one process of each kind and on two, behind HAProxy
+# (bench/topology.py, about 8 minutes); BENCH_ARGS="--quick" for a short run.
+bench-topology: setup
+	$(VENV)/bin/python bench/topology.py $(BENCH_ARGS)
 
 # `make fuzz`: the fuzzer (python -m fuzz, docs/fuzzing.md) against a platform of its own, started
 # as `make test` starts it: FUZZ_REQUESTS requests (default 10000) from FUZZ_SEED (default 1).
