@@ -925,6 +925,8 @@ def task_handback(*, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any]) 
             task.save()
             return False
         task.job_id, task.job_args, task.job_queued_at = job_id, job_args, timezone.now()
+        # The next run does the turn again: it is told so (its attempt), as after a lost worker.
+        task.attempt += 1
         task.save()
         transaction.on_commit(lambda: _enqueue_run(task_id, job_id, job_args), robust=True)
         return True

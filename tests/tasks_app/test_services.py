@@ -344,6 +344,7 @@ def test_a_handed_back_run_waits_for_its_job_again(
     task = Task.objects.get(pk=task_id)
     assert (task.state, task.running_since, task.runner) == ("TASK_STATE_WORKING", None, "")
     assert (task.job_id, task.job_args) == (job, args) and task.job_queued_at is not None
+    assert task.attempt == 2  # the next run is told it does the turn again
     assert published == [(job, task_id, args["position"], "agents")]
     assert task_claim(task_id=task_id, job_id=job, runner="w2") == "claimed"
 
