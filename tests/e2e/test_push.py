@@ -623,7 +623,8 @@ def test_an_agent_without_push_says_so_and_refuses_configs(http, live_platform, 
 def test_config_crud_round_trip(http, echo):
     task = first_turn(http, echo)
     url = "http://127.0.0.1:9/a"
-    create_config(http, echo, task["id"], url, config_id="a", token="ta", credentials="ca")
+    token, credentials = "token-of-config-a", "credentials-of-config-a"
+    create_config(http, echo, task["id"], url, config_id="a", token=token, credentials=credentials)
     create_config(http, echo, task["id"], url + "b", config_id="b")
     got = result_of(
         rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
@@ -632,14 +633,15 @@ def test_config_crud_round_trip(http, echo):
         "id": "a",
         "taskId": task["id"],
         "url": url,
-        "token": "ta",
-        "authentication": {"scheme": "Bearer", "credentials": "ca"},
+        "token": token,
+        "authentication": {"scheme": "Bearer", "credentials": credentials},
     }
     listed = result_of(rpc(http, echo, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}))
     assert [c["id"] for c in listed["configs"]] == ["a", "b"]
-    # Secrets are encrypted at rest.
+    # Secrets are encrypted at rest (long enough not to occur in the ciphertext's base64 by chance).
     stored = PushConfig.objects.get(task_id=task["id"], config_id="a")
-    assert "ta" != stored.token_encrypted and "ca" not in stored.auth_credentials_encrypted
+    assert token not in stored.token_encrypted
+    assert credentials not in stored.auth_credentials_encrypted
     assert (
         result_of(
             rpc(http, echo, "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
