@@ -1,8 +1,8 @@
 """The fault suite's bounded part (`make faults` runs 20 trials of each, docs/reliability.md):
-one trial of each fault the platform survives on a cluster of its own (two web processes, two agents workers, push
-and maintenance workers, beat, a sidecar, HAProxy in front, throwaway PostgreSQL and Redis),
-and not one task stuck, one event lost or one event duplicated (faults/suite.py says how each
-is counted)."""
+one trial of each fault the platform survives, on a cluster of its own (two web processes, two
+agents workers, push and maintenance workers, beat, a sidecar, HAProxy in front, throwaway
+PostgreSQL and Redis), and not one task stuck, one event lost or one event duplicated
+(faults/suite.py says how each is counted)."""
 
 from __future__ import annotations
 
