@@ -16,27 +16,22 @@ from .helpers import poll, raw_send
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def test_task_of_a_killed_worker_is_failed_by_the_reaper(
-    live_platform, make_tenant, make_agent, make_key
-):
+def send_then_kill_its_worker(live_platform, url: str, key: str, text: str) -> str:
+    """Send `text` (non-blocking) while a worker with a 1 s lease is the only one, SIGKILL that
+    worker once it runs the task, and bring the session's worker back; the task's id."""
     import httpx
 
-    tenant = make_tenant()
-    agent = make_agent(tenant, "slow", config={"delay_seconds": 120})
-    url, key = live_platform.agent_url(agent), make_key(tenant)
     stop_process(live_platform.worker)  # the victim must be the only worker
     victim = live_platform.start_worker("victim", A2A_TASK_LEASE_SECONDS="1")
     try:
         response = httpx.post(
             url,
             headers={"X-API-Key": key, "A2A-Version": "1.0"},
-            json=raw_send("work forever", return_immediately=True),
+            json=raw_send(text, return_immediately=True),
         )
         task_id = response.json()["result"]["task"]["id"]
         assert poll(
-            lambda: Task.objects.filter(
-                pk=task_id, state="TASK_STATE_WORKING", running_since__isnull=False
-            ).exists(),
+            lambda: Task.objects.filter(pk=task_id, running_since__isnull=False).exists(),
             timeout=10,
             pause=0.05,
         )
@@ -45,6 +40,18 @@ def test_task_of_a_killed_worker_is_failed_by_the_reaper(
     finally:
         stop_process(victim)
         live_platform.worker = live_platform.start_worker("worker")
+    return task_id
+
+
+def test_task_of_a_killed_worker_is_failed_by_the_reaper(
+    live_platform, make_tenant, make_agent, make_key
+):
+    import httpx
+
+    tenant = make_tenant()
+    agent = make_agent(tenant, "slow", config={"delay_seconds": 120})
+    url, key = live_platform.agent_url(agent), make_key(tenant)
+    task_id = send_then_kill_its_worker(live_platform, url, key, "work forever")
 
     def reaped() -> bool:
         app.send_task("tasks_app.tasks.reap_stuck_tasks_task")
@@ -102,8 +109,6 @@ def test_a_retry_agents_run_starts_again_on_another_worker_after_its_worker_dies
     tells the executor it is attempt 2; the task says so in its log, and completes."""
     import json
 
-    import httpx
-
     recorder = "tests.agents.sample_executors.SleepRecorder"
     settings.A2A_PYTHON_EXECUTORS = [recorder]
     tenant = make_tenant()
@@ -116,25 +121,7 @@ def test_a_retry_agents_run_starts_again_on_another_worker_after_its_worker_dies
         worker_loss_attempts=2,
     )
     url, key = live_platform.agent_url(agent), make_key(tenant)
-    stop_process(live_platform.worker)  # the victim must be the only worker
-    victim = live_platform.start_worker("victim", A2A_TASK_LEASE_SECONDS="1")
-    try:
-        response = httpx.post(
-            url,
-            headers={"X-API-Key": key, "A2A-Version": "1.0"},
-            json=raw_send("again", return_immediately=True),
-        )
-        task_id = response.json()["result"]["task"]["id"]
-        assert poll(
-            lambda: Task.objects.filter(pk=task_id, running_since__isnull=False).exists(),
-            timeout=10,
-            pause=0.05,
-        )
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-    finally:
-        stop_process(victim)
-        live_platform.worker = live_platform.start_worker("worker")
+    task_id = send_then_kill_its_worker(live_platform, url, key, "again")
 
     def finished() -> bool:
         app.send_task("tasks_app.tasks.reap_stuck_tasks_task")
