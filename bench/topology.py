@@ -118,6 +118,8 @@ def cpu_note(result: dict[str, Any]) -> str:
         for name in ("client", "web", "worker", "postgres", "redis", "haproxy")
         if name in usage
     ]
+    if "machine" in usage:  # neither the client nor the cluster: other work on the machine
+        parts.append(f"others {usage['machine']['others_pct']:.0f}%")
     return ", ".join(parts)
 
 
