@@ -217,8 +217,8 @@ async def run(
     context = RequestContext(
         call_context=ServerCallContext(
             tenant=f"{agent.tenant.slug}/{agent.slug}",
-            # attempt: which run of this turn it is, 1 unless a worker died under an earlier
-            # one and the agent's `worker_loss` is "retry".
+            # attempt: which run of this turn it is, 1 unless an earlier one was handed back by
+            # a stopping worker, or its worker died and the agent's `worker_loss` is "retry".
             state={"owner": task.owner, "attempt": task.attempt},
             requested_extensions=set(extensions),
         ),
