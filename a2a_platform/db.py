@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
+import psycopg
 from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.db import close_old_connections
@@ -31,6 +32,27 @@ _threads: int | None = None
 # One more thread for the calls that must not queue behind the others: an agent worker's
 # heartbeat, which renews its runs' leases however much event writing is waiting.
 _own_lane: ThreadPoolExecutor | None = None
+
+
+# How long a run's own writes and a follower's reads wait for a database that went away (a
+# restart, a failover) before they give up with its error (tasks_app.runtime, tasks_app.streams).
+DATABASE_WAIT_SECONDS = 60.0
+
+
+def database_lost(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an error it was raised from, says the database connection was lost
+    rather than that a statement was wrong: PostgreSQL gone or restarting (SQLSTATE classes
+    08 and 57P, or no SQLSTATE: the client's own "connection is closed", a pool with no
+    connection to give). A statement that times out or deadlocks is not a lost database."""
+    for _ in range(5):  # Django's wrapper, maybe an executor's: the cause is near
+        if exc is None:
+            return False
+        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+            state = getattr(exc, "sqlstate", None) or ""
+            if not state or state.startswith(("08", "57P")):
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def use_threads(threads: int) -> None:

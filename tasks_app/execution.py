@@ -22,7 +22,7 @@ from a2a.types import SendMessageConfiguration, SendMessageRequest, TaskState
 from django.conf import settings
 from google.protobuf.json_format import ParseDict
 
-from a2a_platform.db import db
+from a2a_platform.db import database_lost, db
 from agents.executors import agent_executor_build
 from agents.executors.platform import STATE_KEY
 
@@ -54,11 +54,13 @@ class PlatformEventQueue(EventQueue):
     next one (one transaction, one ring): an echo run's three events are one write. The run
     waits for `flush()` before it ends, so every event is stored before the task is released.
     A write that fails (an event that is not valid) is raised to the executor at its next
-    enqueue, and by `flush()`; the events before the bad one are kept.
+    enqueue, and by `flush()`; the events before the bad one are kept. A write that lost the
+    database also asks the run to stop (`stop`), to be handed back.
     """
 
-    def __init__(self, task_id: uuid.UUID) -> None:
+    def __init__(self, task_id: uuid.UUID, stop: Stop | None = None) -> None:
         self.task_id = task_id
+        self.stop = stop
         self.error: Exception | None = None
         self.released = False  # an event ended the task, and with it the run's hold
         self._pending: list[Event] = []
@@ -91,6 +93,8 @@ class PlatformEventQueue(EventQueue):
                     recorded = await db(task_events_record)(task_id=self.task_id, events=events)
                 except Exception as exc:  # the database: the run fails with the reason
                     self.error = exc
+                    if self.stop is not None and database_lost(exc):
+                        self.stop.request(Stop.DATABASE)
                 else:
                     self.error = recorded.error
                     self.released = self.released or recorded.released
@@ -144,11 +148,13 @@ def _settled_after(task_pk: uuid.UUID, seq: int) -> bool:
 
 
 class Stop:
-    """Why the runtime asks a run to stop early: the caller canceled the task, or the worker
-    is shutting down and hands the run back to the queue."""
+    """Why a run stops early: the caller canceled the task, the worker is shutting down and
+    hands the run back to the queue, or the run's writes lost the database (handed back too,
+    by the agent's `worker_loss` policy)."""
 
     CANCEL = "cancel"
     HANDBACK = "handback"
+    DATABASE = "database"
 
     def __init__(self) -> None:
         self.reason: str | None = None
@@ -161,7 +167,12 @@ class Stop:
 
 
 class HandedBack(Exception):
-    """The run was stopped unfinished for another worker to take over."""
+    """The run was stopped unfinished for another worker to take over: the worker is stopping,
+    or the run lost the database (`lost`, the error)."""
+
+    def __init__(self, lost: BaseException | None = None) -> None:
+        super().__init__()
+        self.lost = lost
 
 
 def _fail(task_id: uuid.UUID, reason: str) -> None:
@@ -192,7 +203,8 @@ async def run(
     event of the run ended the task and so released it; otherwise the caller releases the
     task afterwards, which also fails it if the executor left it unsettled.
 
-    Raises HandedBack when `stop` asks for a hand-back before the executor finished.
+    Raises HandedBack when `stop` asks for a hand-back before the executor finished, or when
+    the run lost the database (a write of its events, or the executor's own reads, failed so).
     """
     task, message, current = loaded
     agent = task.agent
@@ -227,7 +239,7 @@ async def run(
         context_id=task.context_id,
         task=current,
     )
-    queue = PlatformEventQueue(task_id)
+    queue = PlatformEventQueue(task_id, stop)
     context.call_context.state[STATE_KEY] = Run(task, queue)
     execution = asyncio.ensure_future(executor.execute(context, queue))
     stopping = asyncio.ensure_future(stop.event.wait())
@@ -243,8 +255,8 @@ async def run(
             return False
         execution.cancel()
         await asyncio.gather(execution, return_exceptions=True)
-        await _flush(queue)  # what it said before it stopped stays said
-        raise HandedBack()
+        error = await _flush(queue)  # what it said before it stopped stays said
+        raise HandedBack(error if stop.reason == Stop.DATABASE else None)
     error = await _flush(queue)  # a write that failed fails the run, however it ended
     if error is None:
         if execution.cancelled():
@@ -253,6 +265,8 @@ async def run(
         error = execution.exception()
     if error is None:
         return queue.released
+    if database_lost(error):  # not the agent failing: the platform lost the database
+        raise HandedBack(error)
     reason = error.message if isinstance(error, A2AError) else f"{type(error).__name__}: {error}"
     logger.warning("Agent %s failed on task %s: %s", agent, task_id, reason)
     await fail(task_id, f"The agent failed: {reason}")

@@ -12,7 +12,11 @@ Around the runs the loop keeps:
 - a cancel doorbell: the worker listens on its own channel-layer group, which a cancel request
   rings with the task's id, so the executor is cancelled within a moment;
 - a drain: on SIGTERM (Celery's warm shutdown) no new run starts, the runs in flight get
-  `A2A_WORKER_GRACE_SECONDS` to finish, then each unfinished one is handed back to the queue.
+  `A2A_WORKER_GRACE_SECONDS` to finish, then each unfinished one is handed back to the queue;
+- a database that goes away (a restart, a failover): a run that loses it is handed back as
+  its agent's `worker_loss` policy says, and the runtime's own writes (the claim, the
+  hand-back, the release) are made again until the database answers, for up to
+  `DATABASE_WAIT_SECONDS`.
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from a2a.types import TaskState
 from django.conf import settings
 
-from a2a_platform.db import db
+from a2a_platform.db import DATABASE_WAIT_SECONDS, database_lost, db
 
 from .doorbell import Subscription, runner_group, shared_layer
 from .execution import HandedBack, Stop, cancel_outside_run, claim, run
@@ -45,6 +49,7 @@ from .services import (
 )
 
 logger = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 def _runner_id() -> str:
@@ -108,32 +113,53 @@ class Runtime:
         # Listening before the claim: a cancel rung as soon as the claim commits is not missed.
         stop = self.stops[task_id] = Stop()
         try:
-            outcome, loaded = await db(claim)(
-                task_id=task_id, job_id=job_id, runner=self.runner, position=position
+            outcome, loaded = await _until_written(
+                claim, task_id=task_id, job_id=job_id, runner=self.runner, position=position
             )
             if loaded is None:
                 return outcome
             try:
                 released = await run(task_id, loaded, configuration, extensions, stop)
-            except HandedBack:
-                handed = await db(task_handback)(task_id=task_id, job_id=job_id, job_args=job_args)
-                logger.info("Task %s %s", task_id, "handed back" if handed else "ended meanwhile")
-                return "handed back"
+            except HandedBack as back:
+                return await self._hand_back(task_id, job_id, job_args, back.lost)
             except Exception as exc:
-                # Whatever broke outside the executor (the database, the platform), the task
-                # must not be left working with no run behind it.
+                if database_lost(exc):  # a write of the platform's own in the run
+                    return await self._hand_back(task_id, job_id, job_args, exc)
+                # Whatever else broke outside the executor (the platform), the task must not
+                # be left working with no run behind it.
                 logger.exception("Run of task %s failed", task_id)
-                await db(task_end)(
+                await _until_written(
+                    task_end,
                     task_id=task_id,
                     state=TaskState.TASK_STATE_FAILED,
                     reason=f"The platform could not run the agent ({type(exc).__name__}: {exc}).",
                 )
                 released = False
             if not released:  # the run's last write did not end the task (and release it)
-                await db(task_release)(task_id=task_id, executor_returned=True)
+                await _until_written(task_release, task_id=task_id, executor_returned=True)
             return outcome
         finally:
             del self.stops[task_id]
+
+    async def _hand_back(
+        self,
+        task_id: uuid.UUID,
+        job_id: str,
+        job_args: dict[str, Any],
+        lost: BaseException | None,
+    ) -> str:
+        if lost is not None:
+            logger.warning("Run of task %s lost the database: %s", task_id, _first_line(lost))
+        handed = await _until_written(
+            task_handback,
+            task_id=task_id,
+            job_id=job_id,
+            job_args=job_args,
+            runner=self.runner,
+            lost="" if lost is None else f"{type(lost).__name__}: {_first_line(lost)}",
+        )
+        logger.info("Task %s %s", task_id, "handed back" if handed else "not handed back")
+        return "handed back" if handed else "ended"
 
     def _stop(self, task_id: uuid.UUID, reason: str) -> None:
         stop = self.stops.get(task_id)
@@ -165,13 +191,15 @@ class Runtime:
     async def _watch(
         self, interval: float, read: Callable[..., list[uuid.UUID]], what: str
     ) -> None:
-        """Every `interval` while runs are in flight: `read` (by runner) which to cancel."""
+        """Every `interval` while runs are in flight: `read` which of them to cancel."""
         while True:
             await asyncio.sleep(interval)
             if not self.stops:
                 continue
             try:
-                canceled = await db(read, own_lane=True)(runner=self.runner)
+                canceled = await db(read, own_lane=True)(
+                    runner=self.runner, task_ids=list(self.stops)
+                )
             except Exception:
                 logger.warning("%s of %s failed; retrying", what, self.runner, exc_info=True)
                 continue
@@ -208,3 +236,27 @@ def drain(grace: float | None = None) -> None:
     """Start draining, if this process has a runtime (Celery's warm shutdown calls this)."""
     if _runtime is not None:
         _runtime.drain(settings.A2A_WORKER_GRACE_SECONDS if grace is None else grace)
+
+
+async def _until_written(func: Callable[..., R], /, **kwargs: Any) -> R:
+    """`func(**kwargs)` on the database threads, made again while the database is lost, for up
+    to `DATABASE_WAIT_SECONDS` (the pool waits for a connection meanwhile). Each of the
+    runtime's writes is safe to make again: a claim knows its own, a hand-back or a release
+    checks what the row holds. Past the wait the run is let go: its row, which the heartbeat
+    no longer renews, lapses, and the reaper takes it over."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DATABASE_WAIT_SECONDS
+    pause = 0.25
+    while True:
+        try:
+            return await db(func)(**kwargs)
+        except Exception as exc:
+            if not database_lost(exc) or loop.time() + pause > deadline:
+                raise
+            logger.warning("%s waits for the database: %s", func.__name__, _first_line(exc))
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 4.0)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]

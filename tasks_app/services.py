@@ -28,7 +28,7 @@ from a2a.types import (
 from a2a.types import Task as TaskProto
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
@@ -851,24 +851,34 @@ def task_claim(*, task_id: uuid.UUID, job_id: str, runner: str = "") -> str:
         claimed = cursor.rowcount
     if claimed:
         return "claimed"
-    row = Task.objects.filter(pk=task_id).values_list("state", "job_id").first()
-    if row is None or row[0] in TERMINAL_STATES or row[1] != job_id:
+    row = Task.objects.filter(pk=task_id).values_list("state", "job_id", "runner").first()
+    if row is None or row[0] in TERMINAL_STATES:
         return "ended"
-    return "busy"
+    if runner and row[2] == runner and row[1] == "":
+        # This worker's own claim, made by a try whose answer the database never sent (its
+        # connection was lost after the commit): the run goes on.
+        return "claimed"
+    return "ended" if row[1] != job_id else "busy"
 
 
-def tasks_heartbeat(*, runner: str) -> list[uuid.UUID]:
-    """Renew the leases of every run of worker `runner` in one UPDATE; return those of its
-    tasks with a cancel request (the safety net under the cancel doorbell)."""
+def tasks_heartbeat(*, runner: str, task_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Renew, in one UPDATE, the leases of the runs worker `runner` has in flight (`task_ids`:
+    a row naming the worker that no run of it holds any more, one whose release was lost with
+    the database, lapses for the reaper); return those with a cancel request (the safety net
+    under the cancel doorbell)."""
     lease = timezone.now() + timedelta(seconds=settings.A2A_TASK_LEASE_SECONDS)
-    Task.objects.filter(runner=runner, running_since__isnull=False).update(lease_expires_at=lease)
-    return tasks_cancel_requested(runner=runner)
+    _runs_of(runner, task_ids).update(lease_expires_at=lease)
+    return tasks_cancel_requested(runner=runner, task_ids=task_ids)
 
 
-def tasks_cancel_requested(*, runner: str) -> list[uuid.UUID]:
-    """The running tasks of worker `runner` that a caller asked to cancel."""
-    mine = Task.objects.filter(runner=runner, running_since__isnull=False, cancel_requested=True)
-    return list(mine.values_list("pk", flat=True))
+def tasks_cancel_requested(*, runner: str, task_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Those of the runs worker `runner` has in flight that a caller asked to cancel."""
+    canceled = _runs_of(runner, task_ids).filter(cancel_requested=True)
+    return list(canceled.values_list("pk", flat=True))
+
+
+def _runs_of(runner: str, task_ids: Sequence[uuid.UUID]) -> QuerySet[Task]:
+    return Task.objects.filter(pk__in=task_ids, runner=runner, running_since__isnull=False)
 
 
 def task_release(*, task_id: uuid.UUID, executor_returned: bool = False) -> None:
@@ -906,13 +916,20 @@ def task_release(*, task_id: uuid.UUID, executor_returned: bool = False) -> None
         task.save()
 
 
-def task_handback(*, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> bool:
-    """Give a run that a stopping worker did not finish back to the queue: the task waits for
-    job `job_id` again, and a fresh copy of the job is queued for another worker. False when
-    there is nothing to hand back (the task ended, or a cancel ends it now)."""
+def task_handback(
+    *, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any], runner: str, lost: str = ""
+) -> bool:
+    """Give a run that worker `runner` did not finish back to the queue: the task waits for job
+    `job_id` again, and a fresh copy of the job is queued for another worker. False when there
+    is nothing to hand back: the task ended, a cancel ends it now, or the run is no longer the
+    worker's (its lease lapsed and the reaper dealt with it).
+
+    The worker was stopping, or the run lost its database connection (`lost`, the error): then
+    the agent's `worker_loss` policy decides, as for a run whose worker died, and the task says
+    what happened in a status event; with `fail`, or no attempt left, the task fails."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().filter(pk=task_id).first()
-        if task is None:
+        task = Task.objects.select_for_update().select_related("agent").filter(pk=task_id).first()
+        if task is None or task.runner != runner or task.running_since is None:
             return False
         task.running_since = None
         task.lease_expires_at = None
@@ -921,6 +938,23 @@ def task_handback(*, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any]) 
             _platform_status(
                 task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
             )
+        if lost and not task.is_terminal:
+            agent = task.agent
+            lost = f"The run lost its database connection ({lost})"
+            if (
+                agent.worker_loss != agent.WorkerLoss.RETRY
+                or task.attempt >= agent.worker_loss_attempts
+            ):
+                _platform_status(
+                    task, TaskState.TASK_STATE_FAILED, f"{lost}; the platform failed the task."
+                )
+            else:
+                _platform_status(
+                    task,
+                    TaskState.Value(task.state),
+                    f"{lost}; the run starts again (attempt {task.attempt + 1} of "
+                    f"{agent.worker_loss_attempts}).",
+                )
         if task.is_terminal:
             task.save()
             return False

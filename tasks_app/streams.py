@@ -7,13 +7,18 @@ names it (`Last-Event-ID`) misses nothing and sees nothing twice.
 When the process drains (a2a_platform.drain) and its grace is over, a follower stops waiting:
 `settled` returns as at its deadline, and `events` stops with `drained` set, so that the
 stream's owner can tell the client to resume elsewhere.
+
+When the database is lost (a restart, a failover), a follower's read finds nothing and it waits
+on, as for a quiet task, reading again at the next ring or interval; only a database away for
+longer than `DATABASE_WAIT_SECONDS` ends the stream (or the wait) with the error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +26,13 @@ from a2a.types import StreamResponse
 from google.protobuf.json_format import ParseDict
 
 from a2a_platform import drain
-from a2a_platform.db import db
+from a2a_platform.db import DATABASE_WAIT_SECONDS, database_lost, db
 
 from .doorbell import Doorbell
 from .models import INTERRUPTED_STATES, TERMINAL_STATES, TaskEvent
 from .selectors import task_event_states_after, task_events_after
+
+logger = logging.getLogger(__name__)
 
 SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 EVENTS_PER_READ = 100
@@ -62,6 +69,7 @@ class EventFollower:
         # `events` stopped because the process drains, not at a final event or its deadline.
         self.drained = False
         self._bell = Doorbell(task_id)
+        self._lost_since: float | None = None  # when reads began to find the database lost
 
     async def __aenter__(self) -> EventFollower:
         await self._bell.__aenter__()
@@ -79,6 +87,24 @@ class EventFollower:
         except TimeoutError:
             return None
 
+    async def _read(self, read: Callable[..., list[Any]], **kwargs: Any) -> list[Any]:
+        """`read` of the log after `seq`: no rows while the database is lost, for up to
+        `DATABASE_WAIT_SECONDS` in a row."""
+        try:
+            rows = await db(read)(task_id=self.task_id, after_seq=self.seq, **kwargs)
+        except Exception as exc:
+            now = asyncio.get_running_loop().time()
+            if not database_lost(exc):
+                raise
+            if self._lost_since is None:
+                self._lost_since = now
+                logger.warning("Task %s: the database is lost; its follower waits", self.task_id)
+            elif now - self._lost_since > DATABASE_WAIT_SECONDS:
+                raise
+            return []
+        self._lost_since = None
+        return rows
+
     async def settled(self, *, deadline: float, read_first: bool = True) -> None:
         """Return once an event after `seq` ends the wait (or at `deadline`), without reading
         the events' content: the log's kinds and states are read at the start and whenever
@@ -92,7 +118,7 @@ class EventFollower:
         while True:
             rows = []
             if read:
-                rows = await db(task_event_states_after)(task_id=self.task_id, after_seq=self.seq)
+                rows = await self._read(task_event_states_after)
             read = True
             for seq, kind, state in rows:
                 self.seq = seq
@@ -127,9 +153,7 @@ class EventFollower:
         while True:
             rows = []
             if read:
-                rows = await db(task_events_after)(
-                    task_id=self.task_id, after_seq=self.seq, limit=EVENTS_PER_READ
-                )
+                rows = await self._read(task_events_after, limit=EVENTS_PER_READ)
             read = True
             for seq, kind, state, data in rows:
                 if seq <= self.seq:

@@ -38,3 +38,48 @@ def test_an_own_lane_call_does_not_queue_behind_busy_database_threads():
             await asyncio.gather(*busy)
 
     assert asyncio.run(scenario()).startswith("a2a-db-lane")
+
+
+def test_a_lost_database_is_told_from_a_statement_that_failed():
+    """`database_lost` on PostgreSQL's own errors: a session ended by the server (as a restart
+    ends them all) is lost, and so is the client's closed connection, however Django wraps
+    them; a statement that timed out or was wrong is not."""
+    import os
+
+    import django.db
+    import psycopg
+    import pytest
+
+    from a2a_platform.db import database_lost
+
+    url = os.environ["DATABASE_URL"]
+
+    def error_of(conn: psycopg.Connection, sql: str) -> psycopg.Error:
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute(sql)
+        return caught.value
+
+    def wrapped(error: psycopg.Error) -> django.db.Error:
+        """As Django's DatabaseErrorWrapper raises it: its own class, from psycopg's."""
+        try:
+            raise getattr(django.db, type(error).__mro__[1].__name__)(*error.args) from error
+        except django.db.Error as exc:
+            return exc
+
+    with psycopg.connect(url, autocommit=True) as killer, psycopg.connect(url) as victim:
+        pid = victim.info.backend_pid
+        killer.execute("SELECT pg_terminate_backend(%s)", [pid])
+        ended = error_of(victim, "SELECT 1")
+        assert ended.sqlstate == "57P01"  # terminating connection due to administrator command
+        closed = error_of(victim, "SELECT 1")  # the client knows now
+        assert closed.sqlstate is None
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET statement_timeout = 10")
+            timed_out = error_of(conn, "SELECT pg_sleep(1)")
+            wrong = error_of(conn, "SELECT nothing FROM nowhere")
+    for error in (ended, closed):
+        assert database_lost(error) and database_lost(wrapped(error))
+    assert isinstance(timed_out, psycopg.OperationalError)  # as the lost ones are
+    for error in (timed_out, wrong, ValueError("no")):
+        assert not database_lost(error)
+    assert not database_lost(None)

@@ -308,10 +308,32 @@ def test_one_heartbeat_renews_every_lease_of_its_worker_and_reports_cancels(agen
     task_cancel_request(agent=agent, principal=ALICE, task_id=str(mine[1]))
     task_cancel_request(agent=agent, principal=ALICE, task_id=str(theirs))
 
-    assert tasks_heartbeat(runner="w1") == [mine[1]]
+    assert tasks_heartbeat(runner="w1", task_ids=[*mine, theirs]) == [mine[1]]
     assert all(Task.objects.get(pk=t).lease_expires_at > timezone.now() for t in mine)
     assert Task.objects.get(pk=theirs).lease_expires_at == lapsed  # another worker's run
     assert tasks_reap() == [theirs]
+
+
+def test_a_heartbeat_renews_only_the_runs_its_worker_has_in_flight(agent):
+    """A row still naming the worker after its run let go of it (the release was lost with the
+    database) is not renewed: its lease lapses and the reaper deals with it."""
+    running, let_go = task_send(agent).task_id, task_send(agent).task_id
+    for task_id in (running, let_go):
+        assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w1") == "claimed"
+    Task.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert tasks_heartbeat(runner="w1", task_ids=[running]) == []
+    assert Task.objects.get(pk=running).lease_expires_at > timezone.now()
+    assert tasks_reap() == [let_go]
+    assert Task.objects.get(pk=let_go).state == "TASK_STATE_FAILED"
+
+
+def test_a_claim_made_again_after_its_answer_was_lost_is_the_workers_own(agent):
+    task_id = task_send(agent).task_id
+    job = job_of(task_id)
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    # The first try committed, but the database's answer never came: the worker tries again.
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    assert task_claim(task_id=task_id, job_id=job, runner="w2") == "ended"  # a redelivery
 
 
 @pytest.fixture
@@ -340,7 +362,7 @@ def test_a_handed_back_run_waits_for_its_job_again(
     task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING))
 
     with django_capture_on_commit_callbacks(execute=True):
-        assert task_handback(task_id=task_id, job_id=job, job_args=args)
+        assert task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1")
     task = Task.objects.get(pk=task_id)
     assert (task.state, task.running_since, task.runner) == ("TASK_STATE_WORKING", None, "")
     assert (task.job_id, task.job_args) == (job, args) and task.job_queued_at is not None
@@ -349,12 +371,57 @@ def test_a_handed_back_run_waits_for_its_job_again(
     assert task_claim(task_id=task_id, job_id=job, runner="w2") == "claimed"
 
 
+def test_a_run_no_longer_its_workers_is_not_handed_back(agent, published):
+    """The run's lease lapsed while its worker waited for the database, and the reaper took
+    it over: the worker's late hand-back changes nothing."""
+    task_id = task_send(agent).task_id
+    job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    assert not task_handback(task_id=task_id, job_id=job, job_args=args, runner="w2")
+    lapse(task_id)
+    assert tasks_reap() == [task_id]
+    published.clear()
+    assert not task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1")
+    assert Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED" and not published
+
+
+def test_a_run_that_lost_the_database_is_handed_back_by_its_agents_worker_loss_policy(
+    make_tenant, make_agent, published, django_capture_on_commit_callbacks
+):
+    lost = "OperationalError: terminating connection due to administrator command"
+    agent = make_agent(make_tenant(), "echo", worker_loss="retry", worker_loss_attempts=2)
+    task_id = task_send(agent).task_id
+    job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1", lost=lost)
+    task = Task.objects.get(pk=task_id)
+    assert (task.state, task.attempt, task.runner) == ("TASK_STATE_WORKING", 2, "")
+    text = task.status_message["parts"][0]["text"]
+    assert lost in text and "starts again (attempt 2 of 2)" in text
+    assert published[-1][:2] == (job, task_id)
+    # Attempt 2 loses it too: none left, the task fails and says why.
+    assert task_claim(task_id=task_id, job_id=job, runner="w2") == "claimed"
+    assert not task_handback(task_id=task_id, job_id=job, job_args=args, runner="w2", lost=lost)
+    task = Task.objects.get(pk=task_id)
+    assert (task.state, task.running_since, task.job_id) == ("TASK_STATE_FAILED", None, "")
+    assert "failed the task" in task.status_message["parts"][0]["text"]
+
+    fails = make_agent(agent.tenant, "fails")  # worker_loss "fail", the default
+    task_id = task_send(fails).task_id
+    job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    assert not task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1", lost=lost)
+    assert Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED"
+
+
 def test_a_run_canceled_as_it_is_handed_back_ends_canceled(agent):
     task_id = task_send(agent).task_id
     job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
     assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
     task_cancel_request(agent=agent, principal=ALICE, task_id=str(task_id))
-    assert not task_handback(task_id=task_id, job_id=job, job_args=args)
+    assert not task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1")
     task = Task.objects.get(pk=task_id)
     assert task.state == "TASK_STATE_CANCELED" and task.job_id == ""
 
