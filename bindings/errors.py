@@ -22,6 +22,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from a2a_platform.db import database_lost
 from a2a_platform.versions import V0_1, V0_3
 from agents.errors import RequestError
 from tasks_app.errors import (
@@ -59,6 +60,27 @@ class MethodNotAllowed(RequestError):
 
     def headers(self) -> dict[str, str]:
         return {"Allow": ", ".join(self.allow)}
+
+
+class DatabaseUnavailable(RequestError):
+    """The platform's database is away for a moment (a restart, a failover): HTTP 503 with
+    Retry-After, gRPC UNAVAILABLE (which clients retry), JSON-RPC -32052. Nothing was done
+    that the answer does not say: a send either made its task or did not, and repeating it
+    with the same messageId is safe."""
+
+    http_status = 503
+    jsonrpc_code = -32052
+    grpc_status = "UNAVAILABLE"
+    reason = "DATABASE_UNAVAILABLE"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The platform's database is unavailable for a moment (a restart or a failover); "
+            "try again."
+        )
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
 
 
 def error_info(reason: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -145,6 +167,9 @@ def problem_of(exc: BaseException) -> Problem:
             is_a2a=False,
             headers=exc.headers(),
         )
+    if database_lost(exc):
+        logger.warning("Answered as DatabaseUnavailable: %s", exc)
+        return problem_of(DatabaseUnavailable())
     logger.error("Unhandled error answered as InternalError", exc_info=exc)
     return problem_of(
         InternalError("The server failed to process this request; it has been logged.")

@@ -80,3 +80,25 @@ def test_outside_a2a_djangos_own_400_page_stays():
     request = RequestFactory().get("/console/")
     response = bad_request(request, DisallowedHost("x"))
     assert response.status_code == 400 and "text/html" in response["Content-Type"]
+
+
+def test_a_database_that_is_away_is_a_503_to_try_again_not_an_internal_error():
+    import django.db
+    import psycopg
+
+    with pytest.raises(psycopg.OperationalError) as refused:
+        psycopg.connect("postgresql://a2a@127.0.0.1:1/a2a", connect_timeout=2)
+    try:  # as Django's DatabaseErrorWrapper raises it
+        raise django.db.OperationalError(*refused.value.args) from refused.value
+    except django.db.OperationalError as exc:
+        problem = problem_of(exc)
+    assert (problem.http_status, problem.jsonrpc_code, problem.grpc_status) == (
+        503,
+        -32052,
+        "UNAVAILABLE",
+    )
+    assert problem.reason == "DATABASE_UNAVAILABLE" and "try again" in problem.message
+    assert problem.headers == {"Retry-After": "1"} and problem.http_level
+    # A statement's own error is still the platform's bug, answered without its text.
+    statement = problem_of(django.db.ProgrammingError("relation does not exist"))
+    assert statement.http_status == 500 and "relation" not in statement.message
