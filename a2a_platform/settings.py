@@ -226,11 +226,11 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
         5 if env.bool("DATABASE_PREPARED_STATEMENTS", default=True) else None
     )
-    # A health check is a round trip on every checkout from the pool: off by default, as the
-    # pool drops a connection that broke while in use. On for persistent connections.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(
-        "DATABASE_HEALTH_CHECKS", default="pool" not in DATABASES["default"].get("OPTIONS", {})
-    )
+    # Check each connection as it is taken from the pool (a round trip, psycopg_pool's
+    # `check_connection`): after PostgreSQL restarts, every pooled connection is dead, and
+    # unchecked each would fail the next request or run write given it, one by one
+    # (docs/decisions.md, "A PostgreSQL restart").
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_HEALTH_CHECKS", default=True)
 
 # ORM calls from async code (requests, streams, agent runs) run on this many threads per
 # process (a2a_platform.db); with a pool, it must leave connections for sync views.
