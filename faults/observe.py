@@ -245,6 +245,14 @@ class Ledger:
         rows = self._rows("SELECT state, last_seq FROM tasks_app_task WHERE id = %s", task_id)
         return (str(rows[0][0]), int(rows[0][1])) if rows else None
 
+    def repeated_runs(self, task_ids: list[str]) -> int:
+        """How many runs of these (one-turn) tasks were started again: attempts past the first."""
+        rows = self._rows(
+            "SELECT coalesce(sum(attempt - 1), 0) FROM tasks_app_task WHERE id = ANY(%s)",
+            [uuid.UUID(t) for t in task_ids],
+        )
+        return int(rows[0][0])
+
     def tasks_of_message(self, mid: str) -> list[str]:
         """The tasks whose history holds a user message with this messageId."""
         rows = self._rows(

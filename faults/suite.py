@@ -323,7 +323,10 @@ async def postgres_restart(trial: Trial) -> Counts:
     await asyncio.sleep(2.0 + trial.pause)
     await asyncio.to_thread(services.start_postgres)
     followed = await following.ended()
-    return await asyncio.to_thread(judge_all, trial.ledger, followed)
+    counts = await asyncio.to_thread(judge_all, trial.ledger, followed)
+    repeated = await asyncio.to_thread(trial.ledger.repeated_runs, following.task_ids())
+    counts.seen["runs started again after losing the database"] += repeated
+    return counts
 
 
 async def web_term(trial: Trial) -> Counts:

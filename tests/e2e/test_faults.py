@@ -1,8 +1,8 @@
 """The fault suite's bounded part (`make faults` runs 20 trials of each, docs/reliability.md):
-one trial of each fault the platform survives, on a cluster of its own (two web processes, two
-agents workers, push and maintenance workers, beat, a sidecar, HAProxy in front, throwaway
-PostgreSQL and Redis), and not one task stuck, one event lost or one event duplicated
-(faults/suite.py says how each is counted)."""
+one trial of each fault, on a cluster of its own (two web processes, two agents workers, push
+and maintenance workers, beat, a sidecar, HAProxy in front, throwaway PostgreSQL and Redis),
+and not one task stuck, one event lost or one event duplicated (faults/suite.py says how each
+is counted)."""
 
 from __future__ import annotations
 
@@ -21,13 +21,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 TRIALS = 1
 
-# Faults the platform does not survive yet, and why. Not run in `make test` (a stuck trial
-# waits out its bound); `make faults` runs them, and counts what they leave.
-NOT_YET = {
-    "postgres-restart": "a run whose database connection is ended by a restart fails its task "
-    "(OperationalError) instead of writing again once the database is back",
-}
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Any, Any]]:
@@ -44,15 +37,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
             receiver.stop()
 
 
-@pytest.mark.parametrize(
-    "fault",
-    [
-        pytest.param(f, id=f.name, marks=pytest.mark.xfail(reason=NOT_YET[f.name], run=False))
-        if f.name in NOT_YET
-        else pytest.param(f, id=f.name)
-        for f in FAULTS
-    ],
-)
+@pytest.mark.parametrize("fault", [pytest.param(f, id=f.name) for f in FAULTS])
 def test_nothing_is_stuck_lost_or_duplicated(cluster, fault):
     running, made, receiver = cluster
     outcome = asyncio.run(run_fault(fault, running, made, receiver, trials=TRIALS, log=print))
