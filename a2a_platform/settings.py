@@ -207,6 +207,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 else:
+    # Django's backend, with a pooled connection the server ended replaced without a round
+    # trip (a2a_platform/postgresql/base.py).
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"]["ENGINE"] = "a2a_platform.postgresql"
     # ASGI and the workers' asyncio loops open and close a connection per ORM call; a pool
     # keeps those cheap. (A pool replaces persistent connections: CONN_MAX_AGE stays 0.)
     if env.bool("DATABASE_POOL", default=True):
@@ -226,11 +230,12 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
         5 if env.bool("DATABASE_PREPARED_STATEMENTS", default=True) else None
     )
-    # Check each connection as it is taken from the pool (a round trip, psycopg_pool's
-    # `check_connection`): after PostgreSQL restarts, every pooled connection is dead, and
-    # unchecked each would fail the next request or run write given it, one by one
-    # (docs/decisions.md, "A PostgreSQL restart").
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_HEALTH_CHECKS", default=True)
+    # A health check is a round trip on every checkout from the pool: off by default, as the
+    # backend sees without one a pooled connection the server ended (a restart), and the pool
+    # drops a connection that broke while in use. On for persistent connections.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(
+        "DATABASE_HEALTH_CHECKS", default="pool" not in DATABASES["default"].get("OPTIONS", {})
+    )
 
 # ORM calls from async code (requests, streams, agent runs) run on this many threads per
 # process (a2a_platform.db); with a pool, it must leave connections for sync views.
