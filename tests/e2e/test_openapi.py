@@ -28,8 +28,8 @@ from bindings.rest import A2AView
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-MAX_EXAMPLES = 30  # per operation and generation mode, with the key
-UNAUTHENTICATED_EXAMPLES = 8  # per operation, without a key
+MAX_EXAMPLES = 12  # per operation and generation mode, with the key
+UNAUTHENTICATED_EXAMPLES = 4  # per operation, without a key
 KNOWN_TASK_EXAMPLES = 10  # per task operation, on a real task
 REQUEST_TIMEOUT = 10.0  # seconds, a stream included
 ROUTE_PARAM = re.compile(r"<(?:\w+:)?(\w+)>")
