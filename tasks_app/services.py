@@ -928,7 +928,9 @@ def task_handback(
     the agent's `worker_loss` policy decides, as for a run whose worker died, and the task says
     what happened in a status event; with `fail`, or no attempt left, the task fails."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().select_related("agent").filter(pk=task_id).first()
+        # The task's row only: a lock on the agent's would hold up every send to it meanwhile.
+        locked = Task.objects.select_for_update(of=("self",)).select_related("agent")
+        task = locked.filter(pk=task_id).first()
         if task is None or task.runner != runner or task.running_since is None:
             return False
         task.running_since = None
@@ -1071,7 +1073,9 @@ def task_retry_after_worker_loss(*, task_id: uuid.UUID, lost: str, now: Any) -> 
     has attempts left: the task says so in a status event (its state unchanged), and the next
     run is told its attempt. False, with nothing changed, otherwise (the caller fails it)."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().select_related("agent").filter(pk=task_id).first()
+        # The task's row only: a lock on the agent's would hold up every send to it meanwhile.
+        locked = Task.objects.select_for_update(of=("self",)).select_related("agent")
+        task = locked.filter(pk=task_id).first()
         if (
             task is None
             or task.is_terminal
