@@ -26,11 +26,11 @@ from a2a.types import (
     TaskState,
 )
 
-from faults.cluster import FAULT_EXECUTORS, Cluster, haproxy_bin, running_cluster
+from faults.cluster import FAULT_EXECUTORS, Cluster
 from faults.observe import TERMINAL, rpc, send_params, sse_frames, state_of
 
-from ..conftest import require
 from .clients import GRPC, JSONRPC, V1_0, sdk_client, send, user_message
+from .conftest import SharedCluster
 from .helpers import mid
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -48,13 +48,13 @@ AGENTS = {
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, dict[str, Any]]]:
-    require(
-        haproxy_bin().exists(), f"HAProxy ({haproxy_bin()}) is missing: apt-get install haproxy"
-    )
-    run_dir = tmp_path_factory.mktemp("topology")
-    with running_cluster(run_dir, web=2, agents=2, grpc=2, push=0, maintenance=1) as running:
+def cluster(shared_cluster: SharedCluster) -> Iterator[tuple[Cluster, dict[str, Any]]]:
+    """The suite's one cluster (the fault test's before it), stopped after this module."""
+    running = shared_cluster.get()
+    try:
         yield running, running.seed(AGENTS, tenant="topology")
+    finally:
+        shared_cluster.close()
 
 
 class ServedBy:
