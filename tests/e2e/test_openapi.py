@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 MAX_EXAMPLES = 12  # per operation and generation mode, with the key
 UNAUTHENTICATED_EXAMPLES = 4  # per operation, without a key
-KNOWN_TASK_EXAMPLES = 10  # per task operation, on a real task
+KNOWN_TASK_EXAMPLES = 5  # per task operation, on a real task
 REQUEST_TIMEOUT = 10.0  # seconds, a stream included
 ROUTE_PARAM = re.compile(r"<(?:\w+:)?(\w+)>")
 
