@@ -43,7 +43,10 @@ def database_lost(exc: BaseException | None) -> bool:
     """Whether `exc`, or an error it was raised from, says the database connection was lost
     rather than that a statement was wrong: PostgreSQL gone or restarting (SQLSTATE classes
     08 and 57P, or no SQLSTATE: the client's own "connection is closed", a pool with no
-    connection to give). A statement that times out or deadlocks is not a lost database."""
+    connection to give). A statement that times out or deadlocks is not a lost database.
+
+    Only the explicit causes are followed (`raise ... from`, as Django's wrapper raises its own
+    class from psycopg's): an error raised while another was being handled is its own."""
     for _ in range(5):  # Django's wrapper, maybe an executor's: the cause is near
         if exc is None:
             return False
@@ -51,7 +54,7 @@ def database_lost(exc: BaseException | None) -> bool:
             state = getattr(exc, "sqlstate", None) or ""
             if not state or state.startswith(("08", "57P")):
                 return True
-        exc = exc.__cause__ or exc.__context__
+        exc = exc.__cause__
     return False
 
 

@@ -64,12 +64,12 @@ class MethodNotAllowed(RequestError):
 
 class DatabaseUnavailable(RequestError):
     """The platform's database is away for a moment (a restart, a failover): HTTP 503 with
-    Retry-After, gRPC UNAVAILABLE (which clients retry), JSON-RPC -32052. Nothing was done
+    Retry-After, gRPC UNAVAILABLE (which clients retry), JSON-RPC -32053. Nothing was done
     that the answer does not say: a send either made its task or did not, and repeating it
     with the same messageId is safe."""
 
     http_status = 503
-    jsonrpc_code = -32052
+    jsonrpc_code = -32053
     grpc_status = "UNAVAILABLE"
     reason = "DATABASE_UNAVAILABLE"
 

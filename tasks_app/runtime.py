@@ -136,7 +136,9 @@ class Runtime:
                 )
                 released = False
             if not released:  # the run's last write did not end the task (and release it)
-                await _until_written(task_release, task_id=task_id, executor_returned=True)
+                await _until_written(
+                    task_release, task_id=task_id, executor_returned=True, runner=self.runner
+                )
             return outcome
         finally:
             del self.stops[task_id]
@@ -242,7 +244,8 @@ async def _until_written(func: Callable[..., R], /, **kwargs: Any) -> R:
     """`func(**kwargs)` on the database threads, made again while the database is lost, for up
     to `DATABASE_WAIT_SECONDS` (the pool waits for a connection meanwhile). Each of the
     runtime's writes is safe to make again: a claim knows its own, a hand-back or a release
-    checks what the row holds. Past the wait the run is let go: its row, which the heartbeat
+    acts only on the worker's own run (a hand-back that had committed queues its job again), an
+    end leaves an ended task as it is. Past the wait the run is let go: its row, which the heartbeat
     no longer renews, lapses, and the reaper takes it over."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + DATABASE_WAIT_SECONDS

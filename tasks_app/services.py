@@ -881,15 +881,21 @@ def _runs_of(runner: str, task_ids: Sequence[uuid.UUID]) -> QuerySet[Task]:
     return Task.objects.filter(pk__in=task_ids, runner=runner, running_since__isnull=False)
 
 
-def task_release(*, task_id: uuid.UUID, executor_returned: bool = False) -> None:
+def task_release(*, task_id: uuid.UUID, executor_returned: bool = False, runner: str = "") -> None:
     """End a run's hold on the task. A cancel that arrived as the run was ending is honoured
     here, so the canceling caller does not wait for a worker that is gone. After an executor
     returned (`executor_returned`), a task it left neither ended nor waiting for input is
-    failed: nothing would ever move it again."""
+    failed: nothing would ever move it again.
+
+    With `runner`, only that worker's run is released: a release made again after its answer
+    was lost with the database finds the task free, or held by the next turn's run, and leaves
+    it as it is."""
     # The usual end, in one statement: the run settled the task and nobody asked to cancel.
     settled = Task.objects.filter(pk=task_id).filter(
         Q(cancel_requested=False) | Q(state__in=TERMINAL_STATES)
     )
+    if runner:
+        settled = settled.filter(runner=runner, running_since__isnull=False)
     if executor_returned:
         settled = settled.filter(state__in=[*TERMINAL_STATES, *INTERRUPTED_STATES])
     if settled.update(
@@ -898,7 +904,7 @@ def task_release(*, task_id: uuid.UUID, executor_returned: bool = False) -> None
         return
     with transaction.atomic():
         task = Task.objects.select_for_update().filter(pk=task_id).first()
-        if task is None:
+        if task is None or (runner and (task.runner != runner or task.running_since is None)):
             return
         task.running_since = None
         task.lease_expires_at = None
@@ -926,13 +932,24 @@ def task_handback(
 
     The worker was stopping, or the run lost its database connection (`lost`, the error): then
     the agent's `worker_loss` policy decides, as for a run whose worker died, and the task says
-    what happened in a status event; with `fail`, or no attempt left, the task fails."""
+    what happened in a status event; with `fail`, or no attempt left, the task fails. A run
+    that had already asked for input is only released, as the reaper does: its turn was over.
+
+    Made again after its answer was lost with the database, a hand-back that had committed
+    queues the job it had been about to queue (Django drops the callbacks of a commit that
+    raised); a second copy of a job is harmless, as only one claim of it succeeds."""
     with transaction.atomic():
         # The task's row only: a lock on the agent's would hold up every send to it meanwhile.
         locked = Task.objects.select_for_update(of=("self",)).select_related("agent")
         task = locked.filter(pk=task_id).first()
-        if task is None or task.runner != runner or task.running_since is None:
+        if task is None:
             return False
+        if task.runner != runner or task.running_since is None:
+            # A claim empties `job_id`: only this hand-back, committed, puts the job back.
+            handed = task.running_since is None and task.job_id == job_id and not task.is_terminal
+            if handed:
+                transaction.on_commit(lambda: _enqueue_run(task_id, job_id, job_args), robust=True)
+            return handed
         task.running_since = None
         task.lease_expires_at = None
         task.runner = ""
@@ -940,22 +957,16 @@ def task_handback(
             _platform_status(
                 task, TaskState.TASK_STATE_CANCELED, "Canceled at the caller's request."
             )
-        if lost and not task.is_terminal:
-            agent = task.agent
+        elif task.state in INTERRUPTED_STATES:
+            task.save()
+            return False
+        elif lost and not task.is_terminal:
             lost = f"The run lost its database connection ({lost})"
-            if (
-                agent.worker_loss != agent.WorkerLoss.RETRY
-                or task.attempt >= agent.worker_loss_attempts
-            ):
-                _platform_status(
-                    task, TaskState.TASK_STATE_FAILED, f"{lost}; the platform failed the task."
-                )
+            if _worker_loss_retries(task):
+                _platform_status(task, TaskState.Value(task.state), _starts_again(task, lost))
             else:
                 _platform_status(
-                    task,
-                    TaskState.Value(task.state),
-                    f"{lost}; the run starts again (attempt {task.attempt + 1} of "
-                    f"{agent.worker_loss_attempts}).",
+                    task, TaskState.TASK_STATE_FAILED, f"{lost}; the platform failed the task."
                 )
         if task.is_terminal:
             task.save()
@@ -1068,6 +1079,19 @@ def tasks_reap(*, now: Any = None) -> list[uuid.UUID]:
     return reaped
 
 
+def _worker_loss_retries(task: Task) -> bool:
+    """Whether a run of `task` that was lost (its worker, or its database connection) starts
+    again: its agent's `worker_loss` is `retry` and the turn has an attempt left."""
+    agent = task.agent
+    return agent.worker_loss == agent.WorkerLoss.RETRY and task.attempt < agent.worker_loss_attempts
+
+
+def _starts_again(task: Task, lost: str) -> str:
+    """The status message of a lost run started again, as its next attempt."""
+    attempts = task.agent.worker_loss_attempts
+    return f"{lost}; the run starts again (attempt {task.attempt + 1} of {attempts})."
+
+
 def task_retry_after_worker_loss(*, task_id: uuid.UUID, lost: str, now: Any) -> bool:
     """Queue the run of a task whose worker died again, if its agent says `retry` and the turn
     has attempts left: the task says so in a status event (its state unchanged), and the next
@@ -1083,19 +1107,13 @@ def task_retry_after_worker_loss(*, task_id: uuid.UUID, lost: str, now: Any) -> 
             or task.lease_expires_at is None
             or task.lease_expires_at >= now  # its worker renewed it meanwhile
             or task.cancel_requested
-            or task.agent.worker_loss != task.agent.WorkerLoss.RETRY
-            or task.attempt >= task.agent.worker_loss_attempts
+            or not _worker_loss_retries(task)
             or not task.job_args
         ):
             return False
+        _platform_status(task, TaskState.Value(task.state), _starts_again(task, lost))
         task.attempt += 1
         attempts = task.agent.worker_loss_attempts
-        _platform_status(
-            task,
-            TaskState.Value(task.state),
-            f"{lost}; the run starts again on another worker (attempt {task.attempt} of "
-            f"{attempts}).",
-        )
         task.running_since = task.lease_expires_at = None
         task.runner = ""
         task.job_id, task.job_queued_at = str(uuid.uuid4()), timezone.now()

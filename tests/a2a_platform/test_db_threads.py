@@ -80,6 +80,13 @@ def test_a_lost_database_is_told_from_a_statement_that_failed():
     for error in (ended, closed):
         assert database_lost(error) and database_lost(wrapped(error))
     assert isinstance(timed_out, psycopg.OperationalError)  # as the lost ones are
-    for error in (timed_out, wrong, ValueError("no")):
+    try:  # a bug of its own, raised while a lost database's error was being handled
+        try:
+            raise ended
+        except psycopg.Error:
+            raise KeyError("status") from None
+    except KeyError as exc:
+        bug = exc
+    for error in (timed_out, wrong, ValueError("no"), bug):
         assert not database_lost(error)
     assert not database_lost(None)

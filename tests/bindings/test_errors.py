@@ -94,7 +94,7 @@ def test_a_database_that_is_away_is_a_503_to_try_again_not_an_internal_error():
         problem = problem_of(exc)
     assert (problem.http_status, problem.jsonrpc_code, problem.grpc_status) == (
         503,
-        -32052,
+        -32053,
         "UNAVAILABLE",
     )
     assert problem.reason == "DATABASE_UNAVAILABLE" and "try again" in problem.message

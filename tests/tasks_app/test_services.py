@@ -416,6 +416,66 @@ def test_a_run_that_lost_the_database_is_handed_back_by_its_agents_worker_loss_p
     assert Task.objects.get(pk=task_id).state == "TASK_STATE_FAILED"
 
 
+def test_a_release_made_again_leaves_the_next_turns_run_alone(agent):
+    """A run's release committed but its answer was lost with the database; by the time the
+    worker makes it again, the task's next turn runs on another worker."""
+    task_id = task_send(agent).task_id
+    assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w1") == "claimed"
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED))
+    task_release(task_id=task_id, executor_returned=True, runner="w1")
+    task_send(agent, text="the input", task_id=task_id)
+    assert task_claim(task_id=task_id, job_id=job_of(task_id), runner="w2") == "claimed"
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_WORKING))
+    task_release(task_id=task_id, executor_returned=True, runner="w1")  # the repeat
+    task = Task.objects.get(pk=task_id)
+    assert (task.state, task.runner) == ("TASK_STATE_WORKING", "w2")
+    assert task.running_since is not None and task.lease_expires_at is not None
+
+
+def test_a_hand_back_made_again_after_its_commit_queues_its_job(
+    agent, published, django_capture_on_commit_callbacks
+):
+    """The hand-back committed, but its answer (and so the queueing after the commit) was lost:
+    made again, it queues the job, and the task is handed back once, one attempt further."""
+    task_id = task_send(agent).task_id
+    job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    with django_capture_on_commit_callbacks(execute=False):  # the commit's callbacks dropped
+        assert task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1")
+    assert published == []
+    with django_capture_on_commit_callbacks(execute=True):
+        assert task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1")
+    assert published == [(job, task_id, args["position"], "agents")]
+    assert Task.objects.get(pk=task_id).attempt == 2
+    # Once claimed by the next worker, a late repeat changes nothing and queues nothing.
+    assert task_claim(task_id=task_id, job_id=job, runner="w2") == "claimed"
+    with django_capture_on_commit_callbacks(execute=True):
+        assert not task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1")
+    assert len(published) == 1 and Task.objects.get(pk=task_id).runner == "w2"
+
+
+@pytest.mark.parametrize("lost", ["", "OperationalError: the connection is closed"])
+def test_a_run_that_asked_for_input_is_only_released_when_handed_back(
+    make_tenant, make_agent, published, django_capture_on_commit_callbacks, lost
+):
+    """Its turn was over: neither failed (a lost database, `fail`) nor done again."""
+    agent = make_agent(make_tenant(), "echo")  # worker_loss "fail"
+    task_id = task_send(agent).task_id
+    job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
+    assert task_claim(task_id=task_id, job_id=job, runner="w1") == "claimed"
+    task_event_record(task_id=task_id, event=status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert not task_handback(task_id=task_id, job_id=job, job_args=args, runner="w1", lost=lost)
+    task = Task.objects.get(pk=task_id)
+    assert (task.state, task.runner, task.running_since, task.attempt) == (
+        "TASK_STATE_INPUT_REQUIRED",
+        "",
+        None,
+        1,
+    )
+    assert published == []
+
+
 def test_a_run_canceled_as_it_is_handed_back_ends_canceled(agent):
     task_id = task_send(agent).task_id
     job, args = job_of(task_id), Task.objects.get(pk=task_id).job_args
