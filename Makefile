@@ -51,7 +51,7 @@ bench: setup
 	$(VENV)/bin/python bench/compare.py $(BENCH_ARGS)
 
 # `make faults`: the fault suite (faults/, docs/reliability.md): every fault, 20 trials each,
-# on a cluster of its own behind HAProxy (about 40 minutes on 2 cores);
+# on a cluster of its own behind HAProxy (about 20 minutes on 2 cores);
 # FAULTS_ARGS="--trials 2 --only redis-restart,web-sigterm" for a part of it.
 faults: setup
 	$(VENV)/bin/python -m faults $(FAULTS_ARGS)
