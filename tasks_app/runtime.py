@@ -244,9 +244,9 @@ async def _until_written(func: Callable[..., R], /, **kwargs: Any) -> R:
     """`func(**kwargs)` on the database threads, made again while the database is lost, for up
     to `DATABASE_WAIT_SECONDS` (the pool waits for a connection meanwhile). Each of the
     runtime's writes is safe to make again: a claim knows its own, a hand-back or a release
-    acts only on the worker's own run (a hand-back that had committed queues its job again), an
-    end leaves an ended task as it is. Past the wait the run is let go: its row, which the heartbeat
-    no longer renews, lapses, and the reaper takes it over."""
+    acts only on the worker's own run (a hand-back that had committed queues its job again),
+    an end leaves an ended task as it is. Past the wait the run is let go: its row, which the
+    heartbeat no longer renews, lapses, and the reaper takes it over."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + DATABASE_WAIT_SECONDS
     pause = 0.25

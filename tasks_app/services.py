@@ -945,11 +945,11 @@ def task_handback(
         if task is None:
             return False
         if task.runner != runner or task.running_since is None:
-            # A claim empties `job_id`: only this hand-back, committed, puts the job back.
-            handed = task.running_since is None and task.job_id == job_id and not task.is_terminal
-            if handed:
-                transaction.on_commit(lambda: _enqueue_run(task_id, job_id, job_args), robust=True)
-            return handed
+            # Not the worker's run any more; or this hand-back committed in a try whose answer
+            # was lost, and the task still waits for the job (a claim empties `job_id`).
+            return not task.is_terminal and task_job_requeue(
+                task_id=task_id, job_id=job_id, job_args=job_args
+            )
         task.running_since = None
         task.lease_expires_at = None
         task.runner = ""

@@ -54,8 +54,8 @@ class SharedCluster:
     agents workers, push and maintenance workers, beat, two gRPC sidecars, HAProxy in front,
     with the fault suite's settings) for the fault suite's bounded part and the topology test:
     starting one costs half a minute of the suite. Started at first use, healed for each later
-    user (`heal`: a member that exited without being told to is started again),
-    stopped by `close()` or at the session's end."""
+    user (`heal`: a member that exited without being told to is started again), stopped by
+    `close()` or at the session's end."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
