@@ -125,7 +125,21 @@ def agent_card_build(
         )
     skills = list(agent.skills) + (list(agent.extended_skills) if extended else [])
     card.skills.extend(ParseDict(skill, AgentSkill()) for skill in skills)
+    if not card.skills:
+        card.skills.append(default_skill(agent))
     return card
+
+
+def default_skill(agent: Agent) -> AgentSkill:
+    """The skill a card lists for an agent registered with none: a card's `skills` is
+    REQUIRED (at least one), so clients that check cards, and the SDK, would otherwise take
+    the card as not spec-compliant. It says only what the agent says of itself."""
+    return AgentSkill(
+        id=agent.slug,
+        name=agent.name,
+        description=agent.description,
+        tags=[agent.executor_kind],
+    )
 
 
 def _security_requirements(agent: Agent) -> list[SecurityRequirement]:

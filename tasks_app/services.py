@@ -33,6 +33,7 @@ from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from . import rowsql
+from .artifacts import artifact_parts_append
 from .doorbell import ring as _ring
 from .doorbell import ring_runner
 from .errors import (
@@ -701,7 +702,7 @@ def _artifact_upsert(task: Task, artifact: ArtifactProto, *, append: bool) -> No
     row = task.artifacts.get(artifact_id=artifact.artifact_id)
     if append:
         merged = ParseDict(row.data, ArtifactProto())
-        merged.parts.extend(artifact.parts)
+        artifact_parts_append(merged, artifact.parts)
         if artifact.HasField("metadata"):
             merged.metadata.update(_dict(artifact.metadata))
         row.data = _dict(merged)

@@ -104,9 +104,11 @@ class LivePlatform:
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # as generous as _wait_for_port, for a busy machine
         while "ready" not in log.read_text():
             if proc.poll() is not None or time.monotonic() > deadline:
+                # A worker that was slow to start would go on taking jobs of later tests.
+                stop_process(proc)
                 raise RuntimeError(f"worker did not start:\n{log.read_text()[-4000:]}")
             time.sleep(0.1)
         return proc

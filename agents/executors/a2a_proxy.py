@@ -89,6 +89,7 @@ from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError, UnsupportedOpera
 from pydantic import BaseModel, ConfigDict, Field
 
 from a2a_platform.ssrf import AGENT, UnsafeUrl, url_check
+from tasks_app.artifacts import artifact_joined, artifact_parts_append
 
 from .outbound import ConnectionTestFailed, http_client, in_chain, url_problem
 from .platform import platform_run
@@ -520,7 +521,10 @@ class Relay:
         self._ids(task.id, task.context_id)
         events: list[Event] = []
         for artifact in task.artifacts:
-            if self.artifacts.get(artifact.artifact_id) != artifact:
+            # Compared as stored: a streamed artifact's text chunks are joined in our task
+            # (tasks_app.artifacts), and may or may not be in the upstream's.
+            known = self.artifacts.get(artifact.artifact_id)
+            if known is None or artifact_joined(known) != artifact_joined(artifact):
                 events.append(self._artifact(artifact, append=False, last_chunk=True))
         if task.HasField("status"):
             events.extend(self._status(task.status, None))
@@ -559,7 +563,7 @@ class Relay:
         if append and known is not None:
             merged = Artifact()
             merged.CopyFrom(known)
-            merged.parts.extend(artifact.parts)
+            artifact_parts_append(merged, artifact.parts)
             self.artifacts[artifact.artifact_id] = merged
         else:
             self.artifacts[artifact.artifact_id] = artifact

@@ -4,8 +4,9 @@ A run sends the system prompt, the conversation's earlier messages (earlier task
 contextId, at most `history_turns` of them) and the task's own history to
 `<base_url>/chat/completions` with the official `openai` client, streaming. Each piece of text
 the model streams becomes a chunk of one artifact ("response"), so streaming clients see the
-reply grow; the task then completes with an agent message holding the whole reply (what the
-next turn of the conversation reads back), and the token usage goes into the task's metadata.
+reply grow (the stored task holds it as one text: tasks_app.artifacts); the task then
+completes with an agent message holding the whole reply (what the next turn of the
+conversation reads back), and the token usage goes into the task's metadata.
 
 The client's own retries handle 429, 5xx and timeouts (`max_retries`, its backoff, Retry-After);
 when they run out, or the endpoint refuses the key, the task fails with a reason that names what

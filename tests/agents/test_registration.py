@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.exceptions import ValidationError
@@ -54,6 +56,24 @@ def test_card_declares_interfaces_security_and_extended_skills(make_tenant, make
     assert [s["id"] for s in agent_card_json(agent, extended=True)["skills"]] == ["s", "x"]
     agent.visibility = Agent.Visibility.PUBLIC
     assert {} in agent_card_json(agent)["securityRequirements"]
+
+
+def test_an_agent_without_skills_has_a_card_that_lists_one(make_tenant, make_agent, caplog):
+    agent = make_agent(make_tenant("acme"), "plain")
+    assert agent.skills == []
+    with caplog.at_level(logging.WARNING):
+        for strict in (False, True):
+            card = agent_card_json(agent, strict=strict)
+            [skill] = card["skills"]
+            assert skill == {
+                "id": "plain",
+                "name": "Plain",
+                "description": "The plain agent.",
+                "tags": ["echo"],
+            }
+    # The SDK checks every REQUIRED field of a card it serializes, and says so when one is
+    # missing or empty (an empty `skills` was).
+    assert not [r for r in caplog.records if "spec-compliant" in r.getMessage()]
 
 
 def test_management_commands_register_everything(db, capsys):

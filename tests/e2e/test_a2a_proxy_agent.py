@@ -235,11 +235,12 @@ def test_a_direct_reply_a_rejection_and_artifact_chunks_come_through(platform):
         _, task = results[streaming, "tck-reject-task"]
         assert task.status.state == TaskState.TASK_STATE_REJECTED, task
         assert text_of(task.status.message) == "rejected"
-        # Chunks: appended as the upstream sent them (streaming), or the whole artifact (polled).
+        # Chunks: appended as the upstream sent them (streaming), or the whole artifact (polled);
+        # stored as one text either way.
         responses, task = results[streaming, "tck-stream-artifact-chunked"]
         assert task.status.state == COMPLETED, task
-        assert [(a.artifact_id, text_of(a)) for a in task.artifacts] == [
-            ("chunked", "chunk-1 \nchunk-2")
+        assert [(a.artifact_id, [p.text for p in a.parts]) for a in task.artifacts] == [
+            ("chunked", ["chunk-1 chunk-2"])
         ], task
         if streaming:
             chunks = [r.artifact_update for r in responses if r.HasField("artifact_update")]

@@ -123,9 +123,12 @@ def status_text(task: Task) -> str:
 
 
 def artifact_text(task: Task) -> str:
+    """The reply's artifact as stored: one text part holding the whole answer, however many
+    chunks the model streamed."""
     assert len(task.artifacts) == 1, task.artifacts
     assert task.artifacts[0].name == "response"
-    return "".join(p.text for p in task.artifacts[0].parts)
+    [part] = task.artifacts[0].parts
+    return part.text
 
 
 def expected_usage(model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from a2a.types import (
 )
 from django.conf import settings
 from django.utils import timezone
+from google.protobuf.json_format import MessageToDict, ParseDict
 
 from agents.auth import Principal
 from push_app.models import PushConfig
@@ -166,20 +167,50 @@ def test_status_message_moves_into_history_when_replaced(agent):
 def test_artifact_chunks_append_and_replace(agent):
     task_id = task_send(agent).task_id
 
-    def chunk(text, append):
+    def chunk(append, *parts):
         return TaskArtifactUpdateEvent(
             task_id=str(task_id),
             append=append,
-            artifact=Artifact(artifact_id="a1", name="out", parts=[Part(text=text)]),
+            artifact=Artifact(
+                artifact_id="a1", name="out", parts=[ParseDict(p, Part()) for p in parts]
+            ),
         )
 
-    task_event_record(task_id=task_id, event=chunk("one ", False))
-    task_event_record(task_id=task_id, event=chunk("two", True))
-    task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
-    assert [p.text for p in task.artifacts[0].parts] == ["one ", "two"]
-    task_event_record(task_id=task_id, event=chunk("fresh", False))
-    task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
-    assert len(task.artifacts) == 1 and [p.text for p in task.artifacts[0].parts] == ["fresh"]
+    def stored_parts():
+        task = task_get(agent=agent, principal=ALICE, task_id=str(task_id))
+        assert len(task.artifacts) == 1
+        return [MessageToDict(p) for p in task.artifacts[0].parts]
+
+    # Streamed text reads as one text: each chunk joins the text before it.
+    task_event_record(task_id=task_id, event=chunk(False, {"text": "one "}))
+    task_event_record(task_id=task_id, event=chunk(True, {"text": "two "}))
+    task_event_record(task_id=task_id, event=chunk(True, {"text": "three"}))
+    assert stored_parts() == [{"text": "one two three"}]
+    # Parts that are not plain text of the same kind stay parts of their own.
+    for part in (
+        {"data": {"n": 1}},
+        {"text": "a", "mediaType": "text/x"},
+        {"text": "b", "mediaType": "text/x"},
+        {"text": "c", "metadata": {"k": "v"}},
+    ):
+        task_event_record(task_id=task_id, event=chunk(True, part))
+    assert stored_parts() == [
+        {"text": "one two three"},
+        {"data": {"n": 1.0}},
+        {"text": "ab", "mediaType": "text/x"},
+        {"text": "c", "metadata": {"k": "v"}},
+    ]
+    # A chunk that does not append replaces the artifact, its parts as sent.
+    fresh = chunk(False, {"text": "fresh "}, {"text": "start"})
+    task_event_record(task_id=task_id, event=fresh)
+    assert stored_parts() == [{"text": "fresh "}, {"text": "start"}]
+    # The event log keeps every chunk as it was sent.
+    chunks = [
+        e.data["artifactUpdate"]["artifact"]["parts"]
+        for e in TaskEvent.objects.filter(task_id=task_id, kind=TaskEvent.Kind.ARTIFACT)
+        .order_by("seq")
+    ]
+    assert chunks[:3] == [[{"text": "one "}], [{"text": "two "}], [{"text": "three"}]]
 
 
 def test_events_after_the_end_are_ignored_and_foreign_events_are_refused(agent):
