@@ -193,9 +193,9 @@ def test_invalid_values_are_refused_on_the_field_they_name(client, world, settin
         secret__openai__api_key=SECRET,
     )
     page = client.post(url, data).content.decode()
-    assert "less than or equal to 2" in error(page, "cfg__openai__temperature")
-    assert error(page, "cfg__openai__model") == "Required."
-    assert "valid integer" in error(page, "cfg__openai__max_tokens")
+    assert error(page, "cfg__openai__temperature") == "Temperature must be less than or equal to 2."
+    assert error(page, "cfg__openai__model") == "Model is required."
+    assert error(page, "cfg__openai__max_tokens") == "Max tokens must be a whole number."
     assert 'id="error-executor_config"' not in page  # each error is on its field
     assert SECRET not in page
     # a group's JSON input that is not JSON, and a kind whose group was left as it is
