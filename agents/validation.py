@@ -60,11 +60,14 @@ def agent_fields_check(agent: Agent) -> None:
     """The checks of an agent's JSON fields that need nothing outside it (no host name is
     resolved, no secret read): the executor config against its kind's model, normalised in
     place; skills and media types within agents.limits. Raises ValidationError, every field's
-    problems at once (the config's first: the rest can wait for a valid config)."""
-    agent.executor_config = executor_config_validate(
-        kind=agent.executor_kind, config=agent.executor_config
-    )
+    problems at once."""
     errors: dict[str, list[str]] = {}
+    try:
+        agent.executor_config = executor_config_validate(
+            kind=agent.executor_kind, config=agent.executor_config
+        )
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
     for field in ("skills", "extended_skills"):
         if found := skills_problems(getattr(agent, field)):
             errors[field] = found

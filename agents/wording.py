@@ -74,7 +74,10 @@ def rule_of(error: ErrorDetails, *, known: Collection[str] = ()) -> str:
     if kind in ("too_long", "too_short"):
         bound = "at most" if kind == "too_long" else "at least"
         limit = ctx.get("max_length" if kind == "too_long" else "min_length")
-        has = f" (it has {_count(ctx['actual_length'])})" if "actual_length" in ctx else ""
+        actual = ctx.get("actual_length")
+        if actual is None and isinstance(value, list | dict):
+            actual = len(value)
+        has = f" (it has {_count(actual)})" if actual is not None else ""
         return f"must have {bound} {_count(limit)} items{has}"
     if kind == "greater_than_equal":
         return f"must be greater than or equal to {_count(ctx.get('ge'))}"

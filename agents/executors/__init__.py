@@ -166,9 +166,12 @@ def config_size_problem(config: Any) -> str | None:
         elif isinstance(value, list):
             stack.extend((item, depth + 1) for item in value)
     try:
-        size = len(json.dumps(config, ensure_ascii=False, separators=(",", ":")))
+        size = len(json.dumps(config, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
     except (TypeError, ValueError):
-        return "The executor config must hold JSON values only (objects, lists, text, numbers)."
+        return (
+            "The executor config must hold JSON values only (objects, lists, text, finite "
+            "numbers, true, false, null)."
+        )
     if size > limits.EXECUTOR_CONFIG_JSON:
         return (
             f"The executor config is {size:,} characters long as JSON; at most "
@@ -227,7 +230,7 @@ def executor_arguments_check(*, kind: str, config: dict[str, Any], names: Collec
         else:
             errors.setdefault(CONFIG_FIELD, []).append(f"{key}: {problem}")
     if errors:
-        raise ValidationError(errors)
+        raise ValidationError(dict(sorted(errors.items())))  # the config's first
 
 
 def executor_build(

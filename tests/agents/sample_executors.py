@@ -39,6 +39,20 @@ class GreetingExecutor(AgentExecutor):
         raise NotImplementedError
 
 
+class OptionsExecutor(GreetingExecutor):
+    """Takes any keyword argument (a greeting among them, else "Hello")."""
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(str(options.get("greeting", "Hello")))
+
+
+class PositionalExecutor(GreetingExecutor):
+    """Needs an argument no keyword can give."""
+
+    def __init__(self, greeting: str, /) -> None:
+        super().__init__(greeting)
+
+
 class ExtensionsExecutor(AgentExecutor):
     """Answers with the extensions the client requested, as the executor sees them."""
 
