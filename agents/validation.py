@@ -162,8 +162,8 @@ class _SecurityRequirement(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     schemes: Annotated[
-        dict[Annotated[str, StringConstraints(max_length=limits.SKILL_SCOPE)], _Scopes],
-        Field(max_length=limits.SKILL_SECURITY_REQUIREMENTS),
+        dict[Annotated[str, StringConstraints(max_length=limits.SKILL_SCHEME_NAME)], _Scopes],
+        Field(max_length=limits.SKILL_SCHEMES),
     ] = {}
 
 
