@@ -132,8 +132,8 @@ class ExecutorSecretsField(forms.Field):
             return None
         try:
             data = json.loads(value)
-        except json.JSONDecodeError:
-            # The decoder's message may quote the text: say only where it went wrong.
+        except (json.JSONDecodeError, RecursionError):
+            # The decoder's message may quote the text: say only that it is not an object.
             raise ValidationError(
                 'Not valid JSON: give an object of name → secret, e.g. {"api_key": "…"}.'
             ) from None

@@ -277,11 +277,11 @@ def test_json_nested_too_deeply_is_a_field_error(client, world, admin_client):
         executor_kind="echo",
         skills="[" * 100_000,
     )
-    response = client.post(url, data)
+    response = client.post(url, {**data, "executor_secrets": "[" * 100_000})
     assert response.status_code == 200
-    assert error(response.content.decode(), "skills") == (
-        "Not valid JSON here: it is nested too deeply."
-    )
+    page = response.content.decode()
+    assert error(page, "skills") == "Not valid JSON here: it is nested too deeply."
+    assert error(page, "executor_secrets").startswith("Not valid JSON: give an object")
     response = admin_client.post(
         "/admin/agents/apikey/add/",
         {"tenant": world["a"].pk, "name": "k", "scopes": "[" * 100_000},
