@@ -4,6 +4,7 @@ of agents.limits."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Iterable
 from typing import Annotated, Any
 
@@ -62,20 +63,55 @@ def agent_fields_check(agent: Agent) -> None:
     place; skills and media types within agents.limits. Raises ValidationError, every field's
     problems at once."""
     errors: dict[str, list[str]] = {}
-    try:
-        agent.executor_config = executor_config_validate(
-            kind=agent.executor_kind, config=agent.executor_config
-        )
-    except ValidationError as exc:
-        errors.update(exc.message_dict)
+    for field in JSON_FIELDS:
+        if problem := unstorable_text(getattr(agent, field)):
+            errors[field] = [f"Text here {problem}."]
+    if "executor_config" not in errors:
+        try:
+            agent.executor_config = executor_config_validate(
+                kind=agent.executor_kind, config=agent.executor_config
+            )
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
     for field in ("skills", "extended_skills"):
-        if found := skills_problems(getattr(agent, field)):
+        if field not in errors and (found := skills_problems(getattr(agent, field))):
             errors[field] = found
     for field in ("default_input_modes", "default_output_modes"):
-        if found := modes_problems(getattr(agent, field)):
+        if field not in errors and (found := modes_problems(getattr(agent, field))):
             errors[field] = found
     if errors:
         raise ValidationError(errors)
+
+
+JSON_FIELDS = (
+    "executor_config",
+    "skills",
+    "extended_skills",
+    "default_input_modes",
+    "default_output_modes",
+)
+# U+0000, which PostgreSQL cannot store in text or JSON, and a UTF-16 surrogate standing alone
+# (JSON's "\ud800" decodes to one; no UTF-8 can carry it).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable_text(value: Any) -> str | None:
+    """What makes a string in a JSON value (its keys included) one the database cannot keep,
+    or None. The bindings check messages the same way (bindings.wire)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if found := _UNSTORABLE.search(item):
+                if found.group() == "\x00":
+                    return "must not contain U+0000 (NUL)"
+                return f"must be Unicode text: U+{ord(found.group()):04X} is a lone surrogate"
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def agent_form_check(form: Any, cleaned: dict[str, Any], fields: Iterable[str]) -> None:

@@ -391,3 +391,23 @@ def test_the_largest_card_the_bounds_allow_is_under_96_kb(make_tenant, client, s
     sizes = [len(client.get(url).content), len(client.get(url, HTTP_A2A_VERSION="1.0").content)]
     # then it is under 96 KB, most of it the skills (docs/configuration.md, "Limits")
     assert all(limits.SKILLS_JSON < size < 96_000 for size in sizes), sizes
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("skills", [skill(1, description="nul \x00 here")]),
+        ("extended_skills", [skill(1, tags=["\ud800"])]),
+        ("default_input_modes", ["text/\x00plain"]),
+        ("executor_config", {"delay_seconds": 1, "\x00": 2}),
+    ],
+)
+def test_text_the_database_cannot_keep_is_refused_not_failed_on(make_tenant, field, value):
+    with pytest.raises(ValidationError) as excinfo:
+        agent_create(**base(make_tenant(), **{field: value}))
+    message = refused(excinfo)[field]
+    assert message in (
+        "Text here must not contain U+0000 (NUL).",
+        "Text here must be Unicode text: U+D800 is a lone surrogate.",
+    )
+    assert not Agent.objects.exists()

@@ -333,3 +333,21 @@ def test_filters_over_their_bounds_are_explained_not_failed(client, world):
     assert client.get(deliveries, {"state": "x" * 5000, "page": "9" * 5000}).status_code == 200
     charts = reverse("console:charts")
     assert client.get(charts, {"range": "r" * 5000}).status_code == 200
+
+
+def test_json_holding_text_the_database_cannot_keep_is_a_field_error(client, world):
+    client.force_login(world["owner_a"])
+    url = new_url(world)
+    skills = '[{"id": "s", "name": "S\\u0000", "description": "d"}]'
+    data = posted(
+        client.get(url).context["form"],
+        slug="nul",
+        name="Nul",
+        description="d",
+        executor_kind="echo",
+        skills=skills,
+    )
+    response = client.post(url, data)
+    assert response.status_code == 200
+    assert error(response.content.decode(), "skills") == "Text here must not contain U+0000 (NUL)."
+    assert not Agent.objects.filter(slug="nul").exists()
