@@ -418,8 +418,8 @@ A2A_PYTHON_EXECUTORS = env.list("A2A_PYTHON_EXECUTORS", default=[])
 # The A2A bindings (and webhook agents' callbacks) read their bodies themselves, up to this.
 DATA_UPLOAD_MAX_MEMORY_SIZE = A2A_MAX_REQUEST_BYTES
 # The console's and the admin's forms: the largest, the admin's agent form with every field at
-# its limit (agents.limits) in any script, is under 4 MiB form-encoded; what is larger is no
-# person's form. Refused from its Content-Length before it is parsed (console.refusals).
+# its limit (agents.limits) in a script of three-byte characters, is about 3.2 MB form-encoded;
+# what is larger is no person's form. Refused before it is parsed (console.refusals).
 A2A_CONSOLE_MAX_REQUEST_BYTES = _positive_int("A2A_CONSOLE_MAX_REQUEST_BYTES", 4 * 1024 * 1024)
 # Django's defaults, named here because the refusal pages quote them: fields in one query or
 # form (the agent forms have about 50), files in one form (the console takes none).
