@@ -168,6 +168,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Before anything reads a console or admin form (CSRF's check does, in its view hook).
+    "console.refusals.ConsoleBodyLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -412,7 +414,17 @@ except ValueError:
 A2A_AUTH_CACHE_SECONDS = 0.0 if _auth_cache_off else _positive_float("A2A_AUTH_CACHE_SECONDS", 1.0)
 # Dotted paths of AgentExecutor classes tenants may pick for the `python` executor kind.
 A2A_PYTHON_EXECUTORS = env.list("A2A_PYTHON_EXECUTORS", default=[])
+# --- Limits on what a request may carry (docs/configuration.md, "Limits") ---
+# The A2A bindings (and webhook agents' callbacks) read their bodies themselves, up to this.
 DATA_UPLOAD_MAX_MEMORY_SIZE = A2A_MAX_REQUEST_BYTES
+# The console's and the admin's forms: the largest, the admin's agent form with every field at
+# its limit (agents.limits) in a script of three-byte characters, is about 3.2 MB form-encoded;
+# what is larger is no person's form. Refused before it is parsed (console.refusals).
+A2A_CONSOLE_MAX_REQUEST_BYTES = _positive_int("A2A_CONSOLE_MAX_REQUEST_BYTES", 4 * 1024 * 1024)
+# Django's defaults, named here because the refusal pages quote them: fields in one query or
+# form (the agent forms have about 50), files in one form (the console takes none).
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+DATA_UPLOAD_MAX_NUMBER_FILES = 100
 
 
 def _host_port(name: str, default: str) -> str:

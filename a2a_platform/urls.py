@@ -7,6 +7,7 @@ well-known card is the default agent's.
 """
 
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, register_converter
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -18,6 +19,7 @@ from agents.views import agent_card, jwks, origin_agent_card, tenant_jwks
 from bindings import rest
 from bindings.callbacks import webhook_callback
 from bindings.jsonrpc import agent_jsonrpc
+from console.refusals import request_refused
 
 
 class TaskIdConverter:
@@ -105,5 +107,15 @@ urlpatterns = [
 
 # A path no pattern matches under /a2a/ is answered in the REST bindings' format, not as HTML.
 handler404 = "bindings.rest.not_found"
-# A request refused before any view ran (a Host the platform does not serve), likewise.
-handler400 = "bindings.rest.bad_request"
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """A request refused before any view ran (a Host the platform does not serve, a body or a
+    form over a limit): under /a2a/ in the bindings' format, like the 404s; elsewhere the
+    console's page naming the limit (console.refusals)."""
+    if request.path.startswith("/a2a/"):
+        return rest.bad_request(request, exception)
+    return request_refused(request, exception)
+
+
+handler400 = "a2a_platform.urls.bad_request"

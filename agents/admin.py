@@ -26,6 +26,7 @@ from .executors.secrets import executor_secret_names
 from .forms import (
     SECRET_POST_FIELDS,
     AgentKindFormMixin,
+    JSONInputField,
     agent_connection_test_answer,
     executor_secrets_status,
     kind_field_names,
@@ -122,6 +123,8 @@ class SigningKeyAdmin(admin.ModelAdmin):
 def _https_urls(field: models.Field, **kwargs: Any) -> forms.Field | None:
     if isinstance(field, models.URLField):
         kwargs.setdefault("assume_scheme", "https")
+    if isinstance(field, models.JSONField):
+        kwargs.setdefault("form_class", JSONInputField)
     return field.formfield(**kwargs)
 
 
@@ -184,7 +187,10 @@ AGENT_HEAD_FIELDS = (
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     form = AgentForm
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    formfield_overrides = {
+        models.URLField: {"assume_scheme": "https"},
+        models.JSONField: {"form_class": JSONInputField},
+    }
     list_display = ("slug", "tenant", "name", "executor_kind", "visibility", "is_active", "card")
     list_filter = ("tenant", "executor_kind", "visibility", "is_active")
     list_select_related = ("tenant",)
@@ -327,6 +333,7 @@ class ApiKeyForm(forms.ModelForm):
     class Meta:
         model = ApiKey
         fields = ("tenant", "name", "principal", "scopes", "agent", "revoked_at")
+        field_classes = {"scopes": JSONInputField}
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

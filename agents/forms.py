@@ -44,11 +44,13 @@ from pydantic_core import PydanticUndefined
 
 from a2a_platform.ssrf import UnsafeUrl
 
+from . import limits
 from .crypto import DecryptionFailed
 from .executors import REGISTRY, ExecutorKind, executor_connection_test, executor_kind_choices
 from .executors.outbound import ConnectionTestFailed
 from .executors.secrets import FIELD as SECRETS_FIELD
 from .executors.secrets import (
+    SECRET_MAX_LENGTH,
     executor_secret_names,
     executor_secrets_open,
     executor_secrets_validate,
@@ -56,6 +58,7 @@ from .executors.secrets import (
 from .models import Agent, Tenant
 from .services import agent_secrets_set
 from .validation import SECRETS_CLEAR_FIELD, agent_form_check
+from .wording import problem_text, where
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,29 @@ class SecretTextarea(forms.Textarea):
         return context
 
 
+class JSONInputField(forms.JSONField):
+    """Django's JSONField for the agent forms, where JSON nested deeper than Python's decoder
+    goes (a RecursionError, which Django's field lets through as a server error) is a field
+    error like any other text that is not JSON."""
+
+    default_error_messages = {
+        "invalid": "Not valid JSON.",
+        "too_deep": "Not valid JSON here: it is nested too deeply.",
+    }
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise ValidationError(self.error_messages["too_deep"], code="too_deep") from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            return forms.fields.InvalidJSONInput(data)
+
+
 class ExecutorSecretsField(forms.Field):
     """A JSON object of name -> secret. Empty means "keep the current secrets" (None); else the
     checked secrets as a dict, which replace the current ones. Errors never quote a value."""
@@ -106,8 +132,8 @@ class ExecutorSecretsField(forms.Field):
             return None
         try:
             data = json.loads(value)
-        except json.JSONDecodeError:
-            # The decoder's message may quote the text: say only where it went wrong.
+        except (json.JSONDecodeError, RecursionError):
+            # The decoder's message may quote the text: say only that it is not an object.
             raise ValidationError(
                 'Not valid JSON: give an object of name → secret, e.g. {"api_key": "…"}.'
             ) from None
@@ -227,7 +253,14 @@ def _config_input(kind: str, key: str, info: FieldInfo) -> tuple[ConfigInput, fo
         shape = "text"
     else:  # a dict, a list, anything else: JSON
         shape = "json"
-        widget = forms.Textarea(attrs={"rows": 3, "class": "mono", "spellcheck": "false"})
+        widget = forms.Textarea(
+            attrs={
+                "rows": 3,
+                "class": "mono",
+                "spellcheck": "false",
+                "maxlength": limits.EXECUTOR_CONFIG_JSON,
+            }
+        )
     spec = ConfigInput(kind, key, name, shape, optional, info.is_required())
     # The fields accept anything: the kind's model is the one rule (only the chosen kind's
     # group is checked at all), and its errors come back onto these fields.
@@ -258,7 +291,12 @@ def _secret_input(kind: str, secret: str) -> tuple[SecretInput, forms.Field, for
         label=label_of(secret),
         # render_value=False: never in the page, not even after a validation error.
         widget=forms.PasswordInput(
-            render_value=False, attrs={"autocomplete": "new-password", "class": "mono"}
+            render_value=False,
+            attrs={
+                "autocomplete": "new-password",
+                "class": "mono",
+                "maxlength": SECRET_MAX_LENGTH,
+            },
         ),
         help_text=SECRET_NOT_SET,
     )
@@ -501,6 +539,8 @@ class AgentKindFormMixin(AgentSecretsFormMixin, _KindFieldsBase):  # type: ignor
                         spec.name,
                         f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).",
                     )
+                except RecursionError:
+                    self.add_error(spec.name, "Not valid JSON here: it is nested too deeply.")
                 continue
             config[spec.key] = raw
         return config
@@ -572,15 +612,18 @@ class AgentKindFormMixin(AgentSecretsFormMixin, _KindFieldsBase):  # type: ignor
         try:
             model.model_validate(config)
         except PydanticValidationError as exc:
-            # The model's errors one by one, instead of the line that joins them.
+            # The model's errors one by one, each on its field and named by the field's label,
+            # instead of the lines agent_form_check got, named by the config's keys.
             for error in exc.errors():
-                where = [str(part) for part in error["loc"]]
-                message = "Required." if error["type"] == "missing" else error["msg"]
-                if where and where[0] in names:
-                    inner = ".".join(where[1:])
-                    self.add_error(names[where[0]], f"{inner}: {message}" if inner else message)
+                key, *inner = error["loc"]
+                if key in names:
+                    subject = " ".join([label_of(str(key)), where(inner)]).strip()
+                    self.add_error(names[str(key)], problem_text(error, subject))
                 else:
-                    self.add_error(CONFIG_FIELD, f"{'.'.join(where) or '(config)'}: {message}")
+                    self.add_error(
+                        CONFIG_FIELD,
+                        problem_text(error, where(error["loc"]) or "The config", known=names),
+                    )
             return
         for message in errors:
             key, sep, problem = message.partition(": ")
@@ -612,7 +655,7 @@ class ConnectionTestForm(AgentKindFormMixin):
     them (the SSRF guard included), for "test connection"."""
 
     executor_kind = forms.ChoiceField(choices=executor_kind_choices)
-    executor_config = forms.JSONField(required=False)
+    executor_config = JSONInputField(required=False)
 
     def __init__(self, data: Mapping[str, Any], *, agent: Agent | None = None) -> None:
         self.instance = agent if agent is not None else Agent()

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.core.validators import (
+    MaxLengthValidator,
+    MaxValueValidator,
+    MinValueValidator,
+    RegexValidator,
+)
 from django.db import models
+
+from . import limits
 
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
@@ -25,7 +32,7 @@ DEFAULT_MODES: tuple[str, ...] = ("text/plain",)
 
 class Tenant(models.Model):
     slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=limits.TENANT_NAME)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -48,13 +55,18 @@ class Agent(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
     slug = models.CharField(max_length=63, validators=[slug_validator])
-    name = models.CharField(max_length=200)
-    description = models.TextField()
-    version = models.CharField(max_length=50, default="1.0.0")
-    documentation_url = models.URLField(blank=True)
-    icon_url = models.URLField(blank=True)
-    provider_organization = models.CharField(max_length=200, blank=True)
-    provider_url = models.URLField(blank=True)
+    name = models.CharField(max_length=limits.AGENT_NAME)
+    # A TextField (a textarea in forms) whose bound Django enforces through the validator:
+    # `max_length` alone only reaches the form's widget.
+    description = models.TextField(
+        max_length=limits.AGENT_DESCRIPTION,
+        validators=[MaxLengthValidator(limits.AGENT_DESCRIPTION)],
+    )
+    version = models.CharField(max_length=limits.AGENT_VERSION, default="1.0.0")
+    documentation_url = models.URLField(max_length=limits.URL, blank=True)
+    icon_url = models.URLField(max_length=limits.URL, blank=True)
+    provider_organization = models.CharField(max_length=limits.PROVIDER_ORGANIZATION, blank=True)
+    provider_url = models.URLField(max_length=limits.URL, blank=True)
     # A list of v1.0 AgentSkill objects in proto-JSON form (id, name, description, tags, ...).
     skills = models.JSONField(default=list, blank=True)
     # Skills shown only on the authenticated extended card.

@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from jwt.algorithms import ECAlgorithm
@@ -20,10 +21,14 @@ from tasks_app.models import RUNNING_STATES
 
 from . import crypto
 from .auth import hash_secret, new_key_material
-from .executors import executor_config_validate, executor_secrets_check
+from .executors import (
+    executor_arguments_check,
+    executor_config_validate,
+    executor_secrets_check,
+)
 from .executors.secrets import executor_secrets_seal, executor_secrets_validate
 from .models import Agent, ApiKey, Membership, SigningKey, Tenant
-from .validation import agent_validate
+from .validation import agent_fields_check, agent_validate
 
 
 @transaction.atomic
@@ -59,25 +64,40 @@ def agent_create(
         executor_secrets_encrypted=executor_secrets_seal(secrets),
         **fields,
     )
-    agent_validate(agent, secret_names=secrets)
-    agent.full_clean()
+    _agent_checked(agent, lambda: agent_validate(agent, secret_names=secrets))
     agent.save()
     return agent
+
+
+def _agent_checked(agent: Agent, check: Callable[[], None]) -> None:
+    """The model's own checks (every field's bounds, uniqueness, the custom domain) and
+    `check`'s, every problem of both at once. Raises ValidationError."""
+    errors: dict[str, list[str]] = {}
+    for step in (agent.full_clean, check):
+        try:
+            step()
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                errors.setdefault(field, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
 
 
 @transaction.atomic
 def agent_secrets_set(*, agent: Agent, secrets: Mapping[str, str]) -> Agent:
     """Replace all of the agent's executor secrets with `secrets` (name -> secret); {} clears
     them. They are checked against the agent's stored executor config (a name must not be in
-    its init_kwargs too), stored encrypted, and never shown again: pages show only the names.
-    The caller has found `agent` in the tenant it acts for."""
+    its init_kwargs too; a python executor's constructor must take it), stored encrypted, and
+    never shown again: pages show only the names. The caller has found `agent` in the tenant
+    it acts for."""
     checked = executor_secrets_validate(secrets)
     stored = (
         Agent.objects.select_for_update()
         .only("executor_kind", "executor_config")
         .get(pk=agent.pk, tenant_id=agent.tenant_id)
     )
-    executor_secrets_check(kind=stored.executor_kind, config=stored.executor_config, names=checked)
+    for check in (executor_secrets_check, executor_arguments_check):
+        check(kind=stored.executor_kind, config=stored.executor_config, names=checked)
     agent.executor_secrets_encrypted = executor_secrets_seal(checked)
     agent.save(update_fields=["executor_secrets_encrypted", "updated_at"])
     return agent
@@ -212,9 +232,13 @@ def agent_set_active(*, agent: Agent, active: bool) -> Agent:
 
 @transaction.atomic
 def agent_update(*, agent: Agent, fields: Iterable[str]) -> Agent:
-    """Save the given fields of an agent its form changed (already validated), the row locked,
-    so that what changed meanwhile (disabled, its secrets) is left as it is."""
+    """Save the given fields of an agent its form changed, the row locked, so that what changed
+    meanwhile (disabled, its secrets) is left as it is. The fields are checked again, within
+    their bounds (agents.limits) as on registration; the form checked the rest (the executor
+    config against the secrets it sets, the SSRF guard on its URLs, which every connection
+    checks again). Raises ValidationError before anything is written."""
     Agent.objects.select_for_update().filter(pk=agent.pk).first()
+    _agent_checked(agent, lambda: agent_fields_check(agent))
     agent.save(update_fields=[*fields, "updated_at"])
     return agent
 

@@ -1,16 +1,23 @@
-"""Validation of an agent's registration: executor config, skills and modes."""
+"""Validation of an agent's registration: executor config, skills and modes, within the bounds
+of agents.limits."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Collection, Iterable
-from typing import Any
+from typing import Annotated, Any
 
 from a2a.types import AgentSkill
 from django.core.exceptions import ValidationError
 from google.protobuf.json_format import ParseDict, ParseError
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import ValidationError as PydanticValidationError
 
+from . import limits
 from .crypto import DecryptionFailed
 from .executors import (
+    executor_arguments_check,
     executor_config_save_check,
     executor_config_validate,
     executor_secrets_check,
@@ -18,6 +25,7 @@ from .executors import (
 from .executors.secrets import FIELD as SECRETS_FIELD
 from .executors.secrets import executor_secret_names
 from .models import Agent, ApiKey
+from .wording import problem_text, problems
 
 # The form field that clears an agent's secrets (agents.forms.AgentSecretsFormMixin); the one
 # that sets them is SECRETS_FIELD, under which every secrets error is reported.
@@ -28,35 +36,82 @@ def agent_validate(agent: Agent, *, secret_names: Collection[str] | None = None)
     """Normalise and check the fields Django cannot check alone. Raises ValidationError.
 
     The executor config is checked against the secrets the agent will have: `secret_names`,
-    or by default the ones it has stored; the URLs it names pass the SSRF guard (which
-    resolves them: blocking)."""
-    agent.executor_config = executor_config_validate(
-        kind=agent.executor_kind, config=agent.executor_config
-    )
+    or by default the ones it has stored (a python executor's constructor must take them and
+    its init_kwargs); the URLs it names pass the SSRF guard (which resolves them: blocking)."""
+    agent_fields_check(agent)
     executor_config_save_check(kind=agent.executor_kind, config=agent.executor_config)
-    errors: dict[str, str] = {}
+    errors: dict[str, list[str]] = {}
     if secret_names is None:
         try:
             secret_names = executor_secret_names(agent.executor_secrets_encrypted)
         except DecryptionFailed as exc:
-            errors[SECRETS_FIELD] = f"{exc} Set the secrets again, or clear them."
+            errors[SECRETS_FIELD] = [f"{exc} Set the secrets again, or clear them."]
             secret_names = ()
-    try:
-        executor_secrets_check(
-            kind=agent.executor_kind, config=agent.executor_config, names=secret_names
-        )
-    except ValidationError as exc:
-        errors[SECRETS_FIELD] = " ".join(exc.message_dict[SECRETS_FIELD])
-    for field in ("skills", "extended_skills"):
-        problem = _skills_problem(getattr(agent, field))
-        if problem:
-            errors[field] = problem
-    for field in ("default_input_modes", "default_output_modes"):
-        value = getattr(agent, field)
-        if not isinstance(value, list) or not all(isinstance(m, str) and "/" in m for m in value):
-            errors[field] = 'Give a list of media types, e.g. ["text/plain"].'
+    for check in (executor_secrets_check, executor_arguments_check):
+        try:
+            check(kind=agent.executor_kind, config=agent.executor_config, names=secret_names)
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)
+
+
+def agent_fields_check(agent: Agent) -> None:
+    """The checks of an agent's JSON fields that need nothing outside it (no host name is
+    resolved, no secret read): the executor config against its kind's model, normalised in
+    place; skills and media types within agents.limits. Raises ValidationError, every field's
+    problems at once."""
+    errors: dict[str, list[str]] = {}
+    for field in JSON_FIELDS:
+        if problem := unstorable_text(getattr(agent, field)):
+            errors[field] = [f"Text here {problem}."]
+    if "executor_config" not in errors:
+        try:
+            agent.executor_config = executor_config_validate(
+                kind=agent.executor_kind, config=agent.executor_config
+            )
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+    for field in ("skills", "extended_skills"):
+        if field not in errors and (found := skills_problems(getattr(agent, field))):
+            errors[field] = found
+    for field in ("default_input_modes", "default_output_modes"):
+        if field not in errors and (found := modes_problems(getattr(agent, field))):
+            errors[field] = found
+    if errors:
+        raise ValidationError(errors)
+
+
+JSON_FIELDS = (
+    "executor_config",
+    "skills",
+    "extended_skills",
+    "default_input_modes",
+    "default_output_modes",
+)
+# U+0000, which PostgreSQL cannot store in text or JSON, and a UTF-16 surrogate standing alone
+# (JSON's "\ud800" decodes to one; no UTF-8 can carry it).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable_text(value: Any) -> str | None:
+    """What makes a string in a JSON value (its keys included) one the database cannot keep,
+    or None. The bindings check messages the same way (bindings.wire)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if found := _UNSTORABLE.search(item):
+                if found.group() == "\x00":
+                    return "must not contain U+0000 (NUL)"
+                return f"must be Unicode text: U+{ord(found.group()):04X} is a lone surrogate"
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def agent_form_check(form: Any, cleaned: dict[str, Any], fields: Iterable[str]) -> None:
@@ -108,21 +163,137 @@ def api_key_scopes_validate(scopes: Any) -> None:
         raise ValidationError({"scopes": f"Scopes must be a list drawn from {sorted(known)}."})
 
 
-def _skills_problem(skills: Any) -> str | None:
+# --- skills and media types ------------------------------------------------------------------
+
+
+def _media_type(value: str) -> str:
+    kind, slash, subtype = value.partition("/")
+    if not (slash and kind.strip() and subtype.strip()) or value != value.strip():
+        raise ValueError(f"{value[:60]!r} is not a media type such as text/plain")
+    return value
+
+
+MediaType = Annotated[str, StringConstraints(max_length=limits.MODE), AfterValidator(_media_type)]
+MediaTypes = Annotated[list[MediaType], Field(max_length=limits.MODES)]
+
+
+class _Modes(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+    modes: MediaTypes
+
+
+class _Scopes(BaseModel):
+    """A StringList in proto-JSON: {"list": [...]}."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    list_: Annotated[
+        list[Annotated[str, StringConstraints(max_length=limits.SKILL_SCOPE)]],
+        Field(max_length=limits.SKILL_SCOPES, alias="list"),
+    ] = []
+
+
+class _SecurityRequirement(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    schemes: Annotated[
+        dict[Annotated[str, StringConstraints(max_length=limits.SKILL_SCHEME_NAME)], _Scopes],
+        Field(max_length=limits.SKILL_SCHEMES),
+    ] = {}
+
+
+class SkillInput(BaseModel):
+    """An AgentSkill as a tenant writes it (proto-JSON, either spelling of each name), within
+    the platform's bounds."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: Annotated[str, StringConstraints(min_length=1, max_length=limits.SKILL_ID)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=limits.SKILL_NAME)]
+    description: Annotated[
+        str, StringConstraints(min_length=1, max_length=limits.SKILL_DESCRIPTION)
+    ]
+    tags: Annotated[
+        list[Annotated[str, StringConstraints(max_length=limits.SKILL_TAG)]],
+        Field(max_length=limits.SKILL_TAGS),
+    ] = []
+    examples: Annotated[
+        list[Annotated[str, StringConstraints(max_length=limits.SKILL_EXAMPLE)]],
+        Field(max_length=limits.SKILL_EXAMPLES),
+    ] = []
+    input_modes: MediaTypes = Field(
+        default=[], validation_alias=AliasChoices("inputModes", "input_modes")
+    )
+    output_modes: MediaTypes = Field(
+        default=[], validation_alias=AliasChoices("outputModes", "output_modes")
+    )
+    security_requirements: Annotated[
+        list[_SecurityRequirement], Field(max_length=limits.SKILL_SECURITY_REQUIREMENTS)
+    ] = Field(
+        default=[],
+        validation_alias=AliasChoices("securityRequirements", "security_requirements"),
+    )
+
+
+SKILL_FIELDS = (
+    "id",
+    "name",
+    "description",
+    "tags",
+    "examples",
+    "inputModes",
+    "outputModes",
+    "securityRequirements",
+)
+
+
+def skills_problems(skills: Any) -> list[str]:
+    """What keeps `skills` from being a card's skills within the bounds; [] when nothing."""
     if not isinstance(skills, list):
-        return "Skills must be a JSON list of AgentSkill objects."
+        return ["Skills must be a JSON list of AgentSkill objects."]
+    if len(skills) > limits.SKILLS:
+        return [f"At most {limits.SKILLS} skills per list (this one has {len(skills)})."]
+    found: list[str] = []
     seen: set[str] = set()
-    for index, skill in enumerate(skills):
+    for number, skill in enumerate(skills, start=1):
         if not isinstance(skill, dict):
-            return f"Skill #{index} must be an object."
+            found.append(f"Skill #{number} must be a JSON object.")
+            continue
         try:
-            parsed = ParseDict(skill, AgentSkill())
+            parsed = SkillInput.model_validate(skill)
+        except PydanticValidationError as exc:
+            found.extend(problems(exc, prefix=f"Skill #{number}:", known=SKILL_FIELDS))
+            continue
+        try:  # the card's own reading of it; within the model above it always succeeds
+            ParseDict(skill, AgentSkill())
         except ParseError as exc:
-            return f"Skill #{index} is not a valid AgentSkill: {exc}"
-        for required in ("id", "name", "description"):
-            if not getattr(parsed, required):
-                return f"Skill #{index} needs a non-empty {required!r}."
+            found.append(f"Skill #{number} is not an AgentSkill: {str(exc)[:200]}")
+            continue
         if parsed.id in seen:
-            return f"Skill id {parsed.id!r} appears twice."
+            found.append(f"Skill #{number}: the id {parsed.id!r} is used by an earlier skill.")
         seen.add(parsed.id)
-    return None
+    if not found:
+        size = len(json.dumps(skills, ensure_ascii=False, separators=(",", ":")))
+        if size > limits.SKILLS_JSON:
+            found.append(
+                f"The skills are {size:,} characters long as JSON; at most "
+                f"{limits.SKILLS_JSON:,} together (shorten descriptions or examples)."
+            )
+    return found
+
+
+def modes_problems(modes: Any) -> list[str]:
+    """What keeps `modes` from being a list of media types within the bounds."""
+    if not isinstance(modes, list):
+        return ['Give a JSON list of media types, e.g. ["text/plain"].']
+    try:
+        _Modes.model_validate({"modes": modes})
+    except PydanticValidationError as exc:
+        return [
+            problem_text(error, f"Media type #{error['loc'][1] + 1}")  # type: ignore[operator]
+            if len(error["loc"]) > 1
+            else problem_text(error, "The list")
+            for error in exc.errors()
+        ]
+    return []

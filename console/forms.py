@@ -8,9 +8,10 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
 from agents.executors import executor_kind_choices
-from agents.forms import AgentKindFormMixin
+from agents.forms import AgentKindFormMixin, JSONInputField
 from agents.models import DEFAULT_MODES, Agent, ApiKey, Membership
 
 _JSON_FIELDS = ("executor_config", "skills", "default_input_modes", "default_output_modes")
@@ -53,6 +54,7 @@ class AgentRegistrationForm(AgentKindFormMixin, forms.ModelForm):
             "default_input_modes": 'JSON list of media types, e.g. ["text/plain"].',
             "default_output_modes": 'JSON list of media types, e.g. ["text/plain"].',
         }
+        field_classes = {name: JSONInputField for name in _JSON_FIELDS}
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
             "skills": forms.Textarea(attrs={"rows": 3, "class": "mono"}),
@@ -100,18 +102,26 @@ class AgentEditForm(AgentRegistrationForm):
         fields = tuple(f for f in AgentRegistrationForm.Meta.fields if f != "slug")
 
 
+def _user_field_length(name: str) -> int:
+    length: int = get_user_model()._meta.get_field(name).max_length
+    return length
+
+
 class PersonAddForm(forms.Form):
     """Add someone to a tenant: an existing account by its user name, or a new account that
     gets a one-time link to set its password."""
 
+    # The account model's own bounds: a longer value would reach the database and fail there.
     username = forms.CharField(
-        max_length=150,
+        max_length=_user_field_length("username"),
         label="User name",
         help_text="An existing account joins at once. For someone new, the user name their "
         "account will have: you get a link to pass on, with which they set a password.",
     )
     email = forms.EmailField(
-        required=False, help_text="For a new account only, for the operators' records."
+        required=False,
+        max_length=_user_field_length("email"),
+        help_text="For a new account only, for the operators' records.",
     )
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
 
@@ -121,9 +131,12 @@ class RoleForm(forms.Form):
 
 
 class ApiKeyForm(forms.Form):
-    name = forms.CharField(max_length=200, help_text="What the key is for, e.g. 'billing-bot'.")
+    name = forms.CharField(
+        max_length=ApiKey._meta.get_field("name").max_length,
+        help_text="What the key is for, e.g. 'billing-bot'.",
+    )
     principal = forms.CharField(
-        max_length=200,
+        max_length=ApiKey._meta.get_field("principal").max_length,
         required=False,
         help_text="Owner of the tasks made with this key (default: its name).",
     )

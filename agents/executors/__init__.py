@@ -11,6 +11,7 @@ the fixed names it lists (``openai``'s ``api_key``). A kind that calls out has a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,9 +21,14 @@ from django.core.exceptions import ValidationError
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
+from agents import limits
+from agents.wording import problems
+
 from . import a2a_proxy, conformance, echo, openai_chat, python, webhook
 from .secrets import FIELD as SECRETS_FIELD
 from .secrets import executor_secrets_open
+
+CONFIG_FIELD = "executor_config"
 
 if TYPE_CHECKING:
     from agents.models import Agent
@@ -41,6 +47,10 @@ class ExecutorKind:
     # For a kind whose secrets have fixed names: those names (each optional unless the
     # kind's factory says otherwise). Empty: free names (secret_clashes) or none.
     secret_names: tuple[str, ...] = ()
+    # For a kind whose config and secrets become a constructor's keyword arguments: what the
+    # validated config and the secret names given would make that constructor refuse, as
+    # {config key or SECRETS_FIELD: problem}; checked when the agent is saved.
+    arguments_check: Callable[[Any, Collection[str]], dict[str, str]] | None = None
     # Checks at save time that the model cannot make (the SSRF guard resolves hosts, which
     # must not happen on a run's event loop): the validated config -> {field: problem}.
     save_check: Callable[[Any], dict[str, str]] | None = None
@@ -80,6 +90,7 @@ REGISTRY: dict[str, ExecutorKind] = {
             python.PythonConfig,
             python.build,
             python.secret_clashes,
+            arguments_check=python.arguments_problems,
         ),
         ExecutorKind(
             "openai",
@@ -119,22 +130,54 @@ def executor_kind_choices() -> list[tuple[str, str]]:
 
 
 def executor_config_validate(*, kind: str, config: Any) -> dict[str, Any]:
-    """Validate an agent's executor config; return it normalised. Raises ValidationError."""
+    """Validate an agent's executor config; return it normalised. Raises ValidationError keyed
+    "executor_config", one message per problem, each naming the key it is about."""
     if kind not in REGISTRY:
         raise ValidationError(
             {"executor_kind": f"Unknown executor kind {kind!r}; choose one of {sorted(REGISTRY)}."}
         )
     if not isinstance(config, dict):
-        raise ValidationError({"executor_config": "The executor config must be a JSON object."})
+        raise ValidationError({CONFIG_FIELD: "The executor config must be a JSON object."})
+    if problem := config_size_problem(config):
+        raise ValidationError({CONFIG_FIELD: problem})
+    model_class = REGISTRY[kind].config_model
     try:
-        model = REGISTRY[kind].config_model.model_validate(config)
+        model = model_class.model_validate(config)
     except PydanticValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(config)'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ValidationError({"executor_config": f"Invalid {kind} config: {problems}"}) from exc
+        found = problems(exc, whole="The config", known=list(model_class.model_fields))
+        raise ValidationError({CONFIG_FIELD: found}) from None
     return model.model_dump(mode="json")
+
+
+def config_size_problem(config: Any) -> str | None:
+    """Why a config is too large as a whole, or nested too deeply, for the platform to keep;
+    None when it is not. Each kind's model bounds its own fields; this bounds what is free-form
+    in them too (python's init_kwargs)."""
+    stack: list[tuple[Any, int]] = [(config, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list) and depth > limits.JSON_DEPTH:
+            return (
+                f"The executor config is nested more than {limits.JSON_DEPTH} levels deep; "
+                "give it a flatter shape."
+            )
+        if isinstance(value, dict):
+            stack.extend((item, depth + 1) for item in value.values())
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+    try:
+        size = len(json.dumps(config, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    except (TypeError, ValueError):
+        return (
+            "The executor config must hold JSON values only (objects, lists, text, finite "
+            "numbers, true, false, null)."
+        )
+    if size > limits.EXECUTOR_CONFIG_JSON:
+        return (
+            f"The executor config is {size:,} characters long as JSON; at most "
+            f"{limits.EXECUTOR_CONFIG_JSON:,} are kept."
+        )
+    return None
 
 
 def executor_secrets_check(*, kind: str, config: dict[str, Any], names: Collection[str]) -> None:
@@ -171,6 +214,25 @@ def executor_secrets_check(*, kind: str, config: dict[str, Any], names: Collecti
         )
 
 
+def executor_arguments_check(*, kind: str, config: dict[str, Any], names: Collection[str]) -> None:
+    """Check that what an agent of this kind and (valid) config would pass its executor's
+    constructor, with secrets of these names, is what the constructor takes (python's
+    init_kwargs against its class). Raises ValidationError: a problem with the config keyed
+    "executor_config" ("init_kwargs: ..."), one with the secrets keyed "executor_secrets"."""
+    spec = REGISTRY.get(kind)
+    if spec is None or spec.arguments_check is None:
+        return
+    found = spec.arguments_check(spec.config_model.model_validate(config), names)
+    errors: dict[str, list[str]] = {}
+    for key, problem in found.items():
+        if key == SECRETS_FIELD:
+            errors.setdefault(SECRETS_FIELD, []).append(problem)
+        else:
+            errors.setdefault(CONFIG_FIELD, []).append(f"{key}: {problem}")
+    if errors:
+        raise ValidationError(dict(sorted(errors.items())))  # the config's first
+
+
 def executor_build(
     *, kind: str, config: dict[str, Any], secrets: Mapping[str, str] | None = None
 ) -> AgentExecutor:
@@ -192,10 +254,10 @@ def executor_config_save_check(*, kind: str, config: dict[str, Any]) -> None:
     spec = REGISTRY[kind]
     if spec.save_check is None:
         return
-    problems = spec.save_check(spec.config_model.model_validate(config))
-    if problems:
+    found = spec.save_check(spec.config_model.model_validate(config))
+    if found:
         raise ValidationError(
-            {"executor_config": [f"{field}: {problem}" for field, problem in problems.items()]}
+            {CONFIG_FIELD: [f"{field}: {problem}" for field, problem in found.items()]}
         )
 
 

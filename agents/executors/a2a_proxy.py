@@ -86,7 +86,7 @@ from a2a.types import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError, UnsupportedOperationError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from a2a_platform.ssrf import AGENT, UnsafeUrl, url_check
 from tasks_app.artifacts import artifact_joined, artifact_parts_append
@@ -139,7 +139,8 @@ class ProxyConfig(BaseModel):
     )
     api_key_header: str = Field(
         default="X-API-Key",
-        pattern=r"^[A-Za-z0-9-]{1,100}$",
+        min_length=1,
+        max_length=100,
         description="The header that carries the api_key secret (the token secret goes as "
         "Authorization: Bearer).",
     )
@@ -152,6 +153,13 @@ class ProxyConfig(BaseModel):
         le=3600,
         description="Connecting, and waiting for each upstream event, ends after this long.",
     )
+
+    @field_validator("api_key_header")
+    @classmethod
+    def _header_name(cls, value: str) -> str:
+        if not all(c.isascii() and (c.isalnum() or c == "-") for c in value):
+            raise ValueError("use a header name of letters, digits and hyphens, e.g. X-API-Key")
+        return value
 
 
 def save_check(config: ProxyConfig) -> dict[str, str]:

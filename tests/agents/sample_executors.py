@@ -22,6 +22,37 @@ class ShoutingExecutor(AgentExecutor):
         raise NotImplementedError
 
 
+class GreetingExecutor(AgentExecutor):
+    """Greets with the `greeting` it must be given; `api_key` and `token` stand for what a
+    service it calls would need (secrets). For the checks of a constructor's arguments."""
+
+    def __init__(self, greeting: str, *, api_key: str = "", token: str = "") -> None:
+        self.greeting = greeting
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        text = f"{self.greeting}, {context.get_user_input()}"
+        await updater.add_artifact(new_text_artifact("greeting", text).parts, name="greeting")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+class OptionsExecutor(GreetingExecutor):
+    """Takes any keyword argument (a greeting among them, else "Hello")."""
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(str(options.get("greeting", "Hello")))
+
+
+class PositionalExecutor(GreetingExecutor):
+    """Needs an argument no keyword can give."""
+
+    def __init__(self, greeting: str, /) -> None:
+        super().__init__(greeting)
+
+
 class ExtensionsExecutor(AgentExecutor):
     """Answers with the extensions the client requested, as the executor sees them."""
 

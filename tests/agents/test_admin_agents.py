@@ -13,6 +13,7 @@ from agents.models import DEFAULT_MODES, Agent
 from console.forms import AgentRegistrationForm
 
 SHOUTING = "tests.agents.sample_executors.ShoutingExecutor"
+GREETING = "tests.agents.sample_executors.GreetingExecutor"
 SECRET = "TopSecret-admin-4b1d"
 ADD = "/admin/agents/agent/add/"
 
@@ -26,7 +27,7 @@ def admin_client(client, db):
 
 @pytest.fixture
 def allowlist(settings):
-    settings.A2A_PYTHON_EXECUTORS = [SHOUTING]
+    settings.A2A_PYTHON_EXECUTORS = [SHOUTING, GREETING]
 
 
 def agent_form(tenant, **changes):
@@ -89,19 +90,22 @@ def test_secrets_set_in_the_admin_are_stored_encrypted_and_shown_by_name_only(
     assert 'name="executor_secrets"' in page and "Not set" in page
     assert page.index('name="executor_config"') < page.index('name="executor_secrets"')
     # when an agent is added with a secret
-    secrets = json.dumps({"suffix": SECRET, "api_key": SECRET + "-2"})
-    response = admin_client.post(ADD, agent_form(tenant, executor_secrets=secrets))
+    secrets = json.dumps({"token": SECRET, "api_key": SECRET + "-2"})
+    config = json.dumps({"class_path": GREETING, "init_kwargs": {"greeting": "Hi"}})
+    response = admin_client.post(
+        ADD, agent_form(tenant, executor_config=config, executor_secrets=secrets)
+    )
     assert response.status_code == 302, response.content[:3000]
     agent = Agent.objects.get(tenant=tenant, slug="shouter")
     # then it is stored encrypted, apart from the config
     assert SECRET not in agent.executor_secrets_encrypted
-    assert json.loads(decrypt(agent.executor_secrets_encrypted))["suffix"] == SECRET
+    assert json.loads(decrypt(agent.executor_secrets_encrypted))["token"] == SECRET
     assert SECRET not in json.dumps(agent.executor_config)
     # and no admin page shows it; the change page names the secrets
     for url, html in pages_of(admin_client, agent).items():
         assert SECRET not in html, url
     change = pages_of(admin_client, agent)[f"/admin/agents/agent/{agent.pk}/change/"]
-    assert "Set: api_key, suffix" in change
+    assert "Set: api_key, token" in change
 
 
 def test_an_empty_secrets_field_keeps_them_a_new_object_replaces_a_tick_clears(
@@ -123,9 +127,9 @@ def test_an_empty_secrets_field_keeps_them_a_new_object_replaces_a_tick_clears(
     assert agent.name == "Renamed"
     assert json.loads(decrypt(agent.executor_secrets_encrypted)) == {"suffix": SECRET}
     # a new object replaces them all
-    admin_client.post(url, agent_form(tenant, executor_secrets='{"token": "t-1"}'))
+    admin_client.post(url, agent_form(tenant, executor_secrets='{"suffix": "t-1"}'))
     agent.refresh_from_db()
-    assert json.loads(decrypt(agent.executor_secrets_encrypted)) == {"token": "t-1"}
+    assert json.loads(decrypt(agent.executor_secrets_encrypted)) == {"suffix": "t-1"}
     # the tick clears them
     admin_client.post(url, agent_form(tenant, executor_secrets_clear="on"))
     agent.refresh_from_db()

@@ -21,6 +21,7 @@ from agents.executors.secrets import (
     SECRET_MAX_LENGTH,
     SECRETS_MAX,
     executor_secret_names,
+    executor_secrets_seal,
     executor_secrets_validate,
 )
 from agents.forms import ExecutorSecretsField, executor_secrets_status
@@ -31,12 +32,13 @@ from tests.agents.sample_executors import ShoutingExecutor
 from tests.e2e.clients import V1_0, sdk_client, send, user_message
 
 SHOUTING = "tests.agents.sample_executors.ShoutingExecutor"
+GREETING = "tests.agents.sample_executors.GreetingExecutor"
 SECRET = "s3cr3t-Value-9f2c"
 
 
 @pytest.fixture
 def allowlist(settings):
-    settings.A2A_PYTHON_EXECUTORS = [SHOUTING]
+    settings.A2A_PYTHON_EXECUTORS = [SHOUTING, GREETING]
     return settings
 
 
@@ -169,9 +171,9 @@ def test_a_config_change_that_clashes_with_stored_secrets_is_refused(shouter):
 
 def test_the_service_replaces_and_clears_the_secrets(shouter):
     before = stored_column(shouter)
-    agent_secrets_set(agent=shouter, secrets={"suffix": "other", "unused": "x"})
+    agent_secrets_set(agent=shouter, secrets={"suffix": "other"})
     after = stored_column(shouter)
-    assert after != before and json.loads(decrypt(after)) == {"suffix": "other", "unused": "x"}
+    assert after != before and json.loads(decrypt(after)) == {"suffix": "other"}
     agent_secrets_set(agent=shouter, secrets={})
     assert stored_column(shouter) == ""
     assert Agent.objects.get(pk=shouter.pk).executor_secrets_encrypted == ""
@@ -252,17 +254,17 @@ def test_create_agent_stores_secrets_and_prints_only_their_names(allowlist, make
         "--kind",
         "python",
         "--config",
-        json.dumps({"class_path": SHOUTING}),
+        json.dumps({"class_path": GREETING, "init_kwargs": {"greeting": "Hello"}}),
         "--secret",
-        f"suffix={SECRET}=with-equals",
+        f"token={SECRET}=with-equals",
         "--secret",
-        "unused=x",
+        "api_key=x",
     )
     out = capsys.readouterr().out
-    assert "executor secrets stored encrypted: suffix, unused" in out
+    assert "executor secrets stored encrypted: api_key, token" in out
     assert SECRET not in out
     agent = Agent.objects.get(tenant=tenant, slug="shouter")
-    assert json.loads(decrypt(stored_column(agent)))["suffix"] == f"{SECRET}=with-equals"
+    assert json.loads(decrypt(stored_column(agent)))["token"] == f"{SECRET}=with-equals"
 
 
 @pytest.mark.parametrize(
@@ -298,15 +300,20 @@ def test_create_agent_refuses_bad_secrets_without_printing_them(
 # --- through the live platform ------------------------------------------------------------
 
 
-def _run_once(live_platform, make_tenant, make_agent, make_key, slug, secrets):
+def _run_once(live_platform, make_tenant, make_agent, make_key, slug, secrets, *, stored=None):
     """One message to a new python agent (ShoutingExecutor) with `secrets`, on the live
     platform; the task as the SDK client got it. agent_create validates here; the live
     worker's own env allowlists ShoutingExecutor, and it decrypts with this process's keys
-    (its env is this process's)."""
+    (its env is this process's). `stored`: secrets written past the checks afterwards, as an
+    agent saved before a rule (or before its class changed) may hold them."""
     tenant = make_tenant()
     agent = make_agent(
         tenant, slug, kind="python", config={"class_path": SHOUTING}, executor_secrets=secrets
     )
+    if stored is not None:
+        Agent.objects.filter(pk=agent.pk).update(
+            executor_secrets_encrypted=executor_secrets_seal(stored)
+        )
     url, key = live_platform.agent_url(agent), make_key(tenant)
 
     async def scenario():
@@ -332,11 +339,12 @@ def test_a_python_agent_gets_its_secret_in_a_run(
 def test_an_executor_that_cannot_start_with_secrets_says_only_the_errors_kind(
     live_platform, make_tenant, make_agent, make_key, allowlist
 ):
-    # given a python agent whose secrets its class does not take: its constructor's error
-    # quotes what it was given
+    # given a python agent whose secrets its class does not take (saving refuses them now;
+    # an agent stored before, or whose class changed since, may hold them): its
+    # constructor's error quotes what it was given
     secrets = {"volume_of_" + SECRET.replace("-", "_"): SECRET}
     # when a message comes, then the task fails naming the kind of error, and nothing else
-    task = _run_once(live_platform, make_tenant, make_agent, make_key, "misfit", secrets)
+    task = _run_once(live_platform, make_tenant, make_agent, make_key, "misfit", {}, stored=secrets)
     assert task.status.state == TaskState.TASK_STATE_FAILED
     reason = " ".join(p.text for p in task.status.message.parts)
     assert "TypeError (its message is withheld" in reason, reason

@@ -22,9 +22,9 @@ def test_agent_create_validates_config_skills_and_modes(make_tenant):
         agent_create(**base, executor_config={"delay_seconds": -1})
     with pytest.raises(ValidationError, match="Unknown executor kind"):
         agent_create(**{**base, "executor_kind": "nope"})
-    with pytest.raises(ValidationError, match="Skill #0"):
+    with pytest.raises(ValidationError, match="Skill #1: name is required"):
         agent_create(**base, skills=[{"id": "x"}])
-    with pytest.raises(ValidationError, match="media types"):
+    with pytest.raises(ValidationError, match="is not a media type such as text/plain"):
         agent_create(**base, default_input_modes=["text"])
     with pytest.raises(ValidationError, match="slug"):
         agent_create(**{**base, "slug": "Bad Slug"})

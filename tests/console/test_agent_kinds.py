@@ -193,9 +193,9 @@ def test_invalid_values_are_refused_on_the_field_they_name(client, world, settin
         secret__openai__api_key=SECRET,
     )
     page = client.post(url, data).content.decode()
-    assert "less than or equal to 2" in error(page, "cfg__openai__temperature")
-    assert error(page, "cfg__openai__model") == "Required."
-    assert "valid integer" in error(page, "cfg__openai__max_tokens")
+    assert error(page, "cfg__openai__temperature") == "Temperature must be less than or equal to 2."
+    assert error(page, "cfg__openai__model") == "Model is required."
+    assert error(page, "cfg__openai__max_tokens") == "Max tokens must be a whole number."
     assert 'id="error-executor_config"' not in page  # each error is on its field
     assert SECRET not in page
     # a group's JSON input that is not JSON, and a kind whose group was left as it is
@@ -431,3 +431,41 @@ def test_test_connection_reaches_a_local_model_server(client, world, settings, m
     answer = client.post(connection_url(agent), data).json()
     assert answer["ok"] is False and answer["message"]
     assert SECRET not in json.dumps(answer)
+
+
+def test_init_kwargs_the_class_does_not_take_are_refused_on_their_field(client, world, settings):
+    settings.A2A_PYTHON_EXECUTORS = [
+        "tests.agents.sample_executors.ShoutingExecutor",
+        "tests.agents.sample_executors.GreetingExecutor",
+    ]
+    client.force_login(world["owner_a"])
+    url = new_url(world)
+    form = client.get(url).context["form"]
+    fields = {"slug": "py", "name": "Py", "description": "d", "executor_kind": "python"}
+    # a keyword the constructor does not take: on init_kwargs, nothing saved
+    data = posted(
+        form,
+        **fields,
+        cfg__python__class_path="tests.agents.sample_executors.ShoutingExecutor",
+        cfg__python__init_kwargs='{"sufix": "?"}',
+    )
+    page = client.post(url, data).content.decode()
+    assert error(page, "cfg__python__init_kwargs") == (
+        "tests.agents.sample_executors.ShoutingExecutor takes no keyword argument sufix (it "
+        "takes suffix)."
+    )
+    # one it needs, given neither there nor as a secret: on init_kwargs too
+    data.update(
+        cfg__python__class_path="tests.agents.sample_executors.GreetingExecutor",
+        cfg__python__init_kwargs="{}",
+    )
+    page = client.post(url, data).content.decode()
+    assert "needs greeting: give it in init_kwargs, or as a secret." in error(
+        page, "cfg__python__init_kwargs"
+    )
+    assert not Agent.objects.filter(slug="py").exists()
+    # given as a secret, the agent is registered
+    data["executor_secrets"] = '{"greeting": "Hello"}'
+    response = client.post(url, data)
+    assert response.status_code == 302, error(response.content.decode(), "executor_secrets")
+    assert Agent.objects.get(tenant=world["a"], slug="py").executor_config["init_kwargs"] == {}

@@ -46,11 +46,7 @@ class Command(BaseCommand):
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
             raise CommandError(f"No tenant {options['tenant']!r}; create it with create_tenant.")
-        try:
-            config = json.loads(options["config"])
-            skills = json.loads(options["skills"])
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"--config/--skills must be JSON: {exc}") from exc
+        config, skills = _json(options, "config"), _json(options, "skills")
         secrets = _secrets(options["secret"])
         try:
             agent = agent_create(
@@ -72,6 +68,15 @@ class Command(BaseCommand):
         self.stdout.write(f"card: {agent_base_url(agent)}.well-known/agent-card.json")
         if secrets:
             self.stdout.write(f"executor secrets stored encrypted: {', '.join(sorted(secrets))}")
+
+
+def _json(options: dict[str, Any], name: str) -> Any:
+    try:
+        return json.loads(options[name])
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--{name} must be JSON: {exc}") from None
+    except RecursionError:
+        raise CommandError(f"--{name} must be JSON: it is nested too deeply.") from None
 
 
 def _secrets(pairs: list[str]) -> dict[str, str]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.crypto import encryption_keys_check
 from agents.models import ApiKey, Tenant
 from agents.services import api_key_create
+from agents.validation import validation_summary
 
 
 class Command(BaseCommand):
@@ -31,11 +33,14 @@ class Command(BaseCommand):
             agent = tenant.agents.filter(slug=options["agent"]).first()
             if agent is None:
                 raise CommandError(f"Tenant {tenant.slug} has no agent {options['agent']!r}.")
-        _, secret = api_key_create(
-            tenant=tenant,
-            name=options["name"],
-            principal=options["principal"],
-            agent=agent,
-            scopes=[ApiKey.SCOPE_TENANT_ADMIN] if options["admin"] else [],
-        )
+        try:
+            _, secret = api_key_create(
+                tenant=tenant,
+                name=options["name"],
+                principal=options["principal"],
+                agent=agent,
+                scopes=[ApiKey.SCOPE_TENANT_ADMIN] if options["admin"] else [],
+            )
+        except ValidationError as exc:
+            raise CommandError(validation_summary(exc)) from None
         self.stdout.write(f"api key: {secret}")
