@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
 import pty
@@ -507,10 +508,11 @@ RUN_ENV = (
     "A2A_ACCESS_LOG",
     "DJANGO_SECRET_KEY_FILE",
 )
-# The settings a command sees: those run.env records, and the key its key file holds.
+# The settings a command sees: those run.env records, and (a digest of) the key in use.
 SHOW_SETTINGS = (
-    "import json; from django.conf import settings; print(json.dumps({name: getattr(settings, "
-    f"name) for name in {[*RUN_ENV[:-1], 'SECRET_KEY']!r}}}))"
+    "import hashlib, json; from django.conf import settings; print(json.dumps({name: "
+    f"getattr(settings, name) for name in {list(RUN_ENV[:-1])!r}}} | {{'SECRET_KEY': "
+    "hashlib.sha256(settings.SECRET_KEY.encode()).hexdigest()}))"
 )
 
 
@@ -540,7 +542,7 @@ def test_commands_in_another_shell_use_the_settings_make_run_derived(embedded):
         "A2A_METRICS_OPEN": True,
         "A2A_WORKER_GRACE_SECONDS": 5.0,
         "A2A_ACCESS_LOG": False,
-        "SECRET_KEY": (var / "secret_key").read_text().strip(),
+        "SECRET_KEY": hashlib.sha256((var / "secret_key").read_text().strip().encode()).hexdigest(),
     }
     # and an a2a-proxy agent in front of a loopback upstream (demo/echo) is registered there,
     # as make run's own processes allow it, and answers
