@@ -10,8 +10,9 @@ job that does not hold the terminal), COMMAND replaces this process: signals sen
 process group reach it as they would reach the recipe. Otherwise COMMAND runs in a process group
 of its own that is given the terminal, whatever the standard streams are (a terminal, a file,
 a pipe to `tee`); this process waits for it, passes on the SIGINT and SIGTERM it receives itself
-(make passes SIGTERM on to its recipe), relays Ctrl-Z and `fg`/`bg` as a shell does, gives the
-terminal back, and exits as COMMAND did. Standard library only.
+(make passes SIGTERM on to its recipe), relays Ctrl-Z and the `fg` after it as a shell does
+(after a `bg`, the job stays in the background), gives the terminal back, and exits as COMMAND
+did. Standard library only.
 """
 
 from __future__ import annotations
