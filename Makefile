@@ -21,13 +21,13 @@ lock:
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python scripts/lock.py
 
-# In the foreground of a terminal, run.sh runs as a job of its own (bash -m), so Ctrl-C reaches
-# it and not make: it stops everything and exits 0, and make with it, without make's
-# "Interrupt". Piped, redirected or in the background, it runs as it is.
+# run.sh runs as a job of its own in the foreground of make's terminal, if there is one
+# (scripts/foreground.py), whatever the output goes to: Ctrl-C reaches run.sh alone, which stops
+# everything and exits 0, and make with it. (An interrupt sent to make's own process, as
+# `kill -INT` to its process group does without a terminal, still stops everything, but make
+# then says 130: GNU make re-raises every interrupt it receives once its recipe has ended.)
 run: setup
-	@if [ -t 0 ] && [ -t 2 ] && [ -r /proc/$$$$/stat ] && [ "$$(cut -d' ' -f5 /proc/$$$$/stat 2>/dev/null)" = \
-	  "$$(cut -d' ' -f8 /proc/$$$$/stat 2>/dev/null)" ]; \
-	then bash -mc ./scripts/run.sh; else ./scripts/run.sh; fi
+	@$(VENV)/bin/python scripts/foreground.py ./scripts/run.sh
 
 test: setup
 	./scripts/test.sh

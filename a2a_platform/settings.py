@@ -25,9 +25,11 @@ VAR_DIR = Path(environ.Env().str("A2A_VAR_DIR", default=str(BASE_DIR / "var")))
 
 env = environ.Env()
 
-# What `make run` (scripts/run.sh) derived when it last started with this var dir, such as the
-# public URL from its PORT, so that a command run by hand in another shell (the README's
-# `manage.py create_agent ...`) says what the running platform says. Variables set win.
+# Every setting `make run` (scripts/run.sh) derived when it last started with this var dir (the
+# public URL and gRPC addresses from its ports, the key file, the loopback allowlists, the host
+# pattern, the default agent, ...), so that a command run by hand in another shell (the
+# README's `manage.py create_agent ...`) says and allows what the running platform does.
+# Variables set in the environment win.
 if (VAR_DIR / "run.env").is_file():
     environ.Env.read_env(str(VAR_DIR / "run.env"))
 

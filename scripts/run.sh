@@ -34,28 +34,11 @@ if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ -z "${DJANGO_SECRET_KEY_FILE:-}" ]; then
   export DJANGO_SECRET_KEY_FILE="$key_file"
 fi
 export A2A_PUBLIC_BASE_URL="${A2A_PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
-# What this start derived, for manage.py commands run by hand with the same var dir (the
-# settings read it; variables set in the environment win).
-{
-  printf 'A2A_PUBLIC_BASE_URL=%s\nA2A_GRPC_PUBLIC_ADDRESS=%s\n' \
-    "$A2A_PUBLIC_BASE_URL" "$A2A_GRPC_PUBLIC_ADDRESS"
-  [ -z "${DJANGO_SECRET_KEY_FILE:-}" ] || printf 'DJANGO_SECRET_KEY_FILE=%s\n' "$DJANGO_SECRET_KEY_FILE"
-} > "$A2A_VAR_DIR/run.env"
 # The development profile may push to webhooks on this machine (production allowlists nothing).
 export A2A_PUSH_ALLOWED_NETWORKS="${A2A_PUSH_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
 export A2A_AGENT_ALLOWED_NETWORKS="${A2A_AGENT_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
 export A2A_METRICS_OPEN="${A2A_METRICS_OPEN-true}"  # a development machine: /metrics without a token
-
-$PY manage.py migrate --noinput >/dev/null
-# The demo's new key and passwords (a wrong DJANGO_SECRET_KEY stops here, in one line); they
-# are printed with the rest once everything answers.
-demo="$($PY manage.py seed_demo)"
-
-# Ctrl-C or SIGTERM stops everything within seconds and exits 0: the agents worker hands runs
-# still in flight back to the queue after A2A_WORKER_GRACE_SECONDS (5 here), and whatever has
-# not stopped A2A_STOP_SECONDS (10) after the signal is killed, with its children. Each process
-# runs in a process group of its own, so a Ctrl-C reaches this script alone, and each process
-# is told to stop once, by stop().
+# Runs still in flight when make run stops go back to the queue after this (see stop() below).
 export A2A_WORKER_GRACE_SECONDS="${A2A_WORKER_GRACE_SECONDS-5}"
 # Quiet unless LOG_LEVEL=DEBUG (docs/configuration.md, "Logs"): beat's banner, as the workers',
 # and daphne's access log (a line per request, the start's own included).
@@ -66,6 +49,28 @@ fi
 # Beat, too, answers Celery's ping, so that the start can wait for it (its option
 # --enable-remote-control, given by the environment).
 export CELERY_BEAT_REMOTE_CONTROL=true
+# Every setting this start derived, for the manage.py commands run by hand with the same var
+# dir (the settings read it; a variable set in their environment wins), so that they say and
+# allow what the running platform does: its URLs, the agents' allowlist, the default agent ...
+settings=(A2A_PUBLIC_BASE_URL A2A_GRPC_LISTEN A2A_GRPC_PUBLIC_ADDRESS A2A_DEFAULT_AGENT
+  A2A_AGENT_HOST_PATTERN A2A_PUSH_ALLOWED_NETWORKS A2A_AGENT_ALLOWED_NETWORKS A2A_METRICS_OPEN
+  A2A_WORKER_GRACE_SECONDS A2A_ACCESS_LOG DJANGO_SECRET_KEY_FILE)
+for name in "${settings[@]}"; do
+  [ -z "${!name+set}" ] || printf '%s=%s\n' "$name" "${!name}"
+done > "$A2A_VAR_DIR/.run.env.$$"
+mv -f "$A2A_VAR_DIR/.run.env.$$" "$A2A_VAR_DIR/run.env"  # whole, for a command starting meanwhile
+
+$PY manage.py migrate --noinput >/dev/null
+# The demo's key (the same while it is valid: seed_demo keeps it in the var dir) and new
+# passwords (a wrong DJANGO_SECRET_KEY stops here, in one line); they are printed with the rest
+# once everything answers.
+demo="$($PY manage.py seed_demo)"
+
+# Ctrl-C or SIGTERM stops everything within seconds and exits 0: the agents worker hands runs
+# still in flight back to the queue after A2A_WORKER_GRACE_SECONDS (5 here), and whatever has
+# not stopped A2A_STOP_SECONDS (10) after the signal is killed, with its children. Each process
+# runs in a process group of its own, so a Ctrl-C reaches this script alone (make run gives it
+# the terminal: scripts/foreground.py), and each process is told to stop once, by stop().
 pids=()
 stop() {
   trap - EXIT INT TERM

@@ -71,6 +71,7 @@ from a2a.types import (
     AgentCard,
     Artifact,
     CancelTaskRequest,
+    GetExtendedAgentCardRequest,
     GetTaskRequest,
     Message,
     Part,
@@ -85,7 +86,12 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.constants import TransportProtocol
-from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError, UnsupportedOperationError
+from a2a.utils.errors import (
+    JSON_RPC_ERROR_CODE_MAP,
+    A2AError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from a2a_platform.ssrf import AGENT, UnsafeUrl, url_check
@@ -114,6 +120,8 @@ TERMINAL = frozenset(
     }
 )
 SETTLED = TERMINAL | {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
+# How a gRPC upstream refuses a credential ("test connection" names it).
+REFUSED_GRPC = frozenset({grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED})
 # Polling an upstream that does not stream: the first look soon, then less and less often.
 POLL_FIRST_SECONDS = 0.1
 POLL_MAX_SECONDS = 2.0
@@ -174,24 +182,94 @@ def build(config: ProxyConfig, secrets: Mapping[str, str]) -> AgentExecutor:
 async def connection_test(
     config: ProxyConfig, secrets: Mapping[str, str], *, agent_path: str = ""
 ) -> str:
-    """Fetch the card: who answered, over which bindings, and whether it streams. (Nothing is
+    """Fetch the card (who answered, over which bindings, whether it streams); then, when a
+    credential is set, make one call that needs it and changes nothing, with the SDK client as
+    a run makes its calls: GetExtendedAgentCard when the card offers an extended card, else
+    GetTask of a made-up task, whose TaskNotFound says the credential got through. A 401 or 403
+    (gRPC UNAUTHENTICATED or PERMISSION_DENIED) fails the test, naming the credential refused.
+    Without a credential only the public card is checked, and the answer says so. (Nothing is
     signed: `agent_path` is not needed.)"""
+    sent = credentials_named(config, secrets)
+    who = f"The upstream agent at {config.card_url}"
     try:
         async with http_client(
             timeout=config.timeout_seconds, headers=credential_headers(config, secrets)
         ) as http:
             card = await card_fetch(config, http)
+        offered = list(dict.fromkeys(i.protocol_binding for i in card.supported_interfaces))
+        if not set(offered) & set(BINDINGS):
+            raise ConnectionTestFailed(
+                f"{card_label(card)} offers no binding this proxy speaks ({', '.join(BINDINGS)}); "
+                f"its card lists {', '.join(offered) or 'none'}."
+            )
+        streams = "streams" if card.capabilities.streaming else "does not stream"
+        version = f" {card.version}" if card.version else ""
+        reached = f"Reached {card.name or 'the agent'}{version}: {', '.join(offered)}; {streams}."
+        if not sent:
+            # An empty requirement among them allows anonymous calls, as in OpenAPI.
+            required = card.security_requirements
+            needed = bool(required) and all(r.schemes for r in required)
+            asks = " (its card says calls need one)" if needed else ""
+            return (
+                f"{reached} No credential is set (token, api_key), so only its public card was "
+                f"checked{asks}."
+            )
+        who = card_label(card)
+        async with upstream_connect(config, secrets, card) as upstream:
+            accepted = await credential_try(upstream)
     except UpstreamFailed as exc:
-        raise ConnectionTestFailed(scrubbed(str(exc), secrets)) from None
-    offered = list(dict.fromkeys(i.protocol_binding for i in card.supported_interfaces))
-    if not set(offered) & set(BINDINGS):
-        raise ConnectionTestFailed(
-            f"{card_label(card)} offers no binding this proxy speaks ({', '.join(BINDINGS)}); "
-            f"its card lists {', '.join(offered) or 'none'}."
-        )
-    streams = "streams" if card.capabilities.streaming else "does not stream"
-    version = f" {card.version}" if card.version else ""
-    return f"Reached {card.name or 'the agent'}{version}: {', '.join(offered)}; {streams}."
+        reason = credential_refusal(exc, who=who, sent=sent) or str(exc)
+        raise ConnectionTestFailed(scrubbed(reason, secrets)) from None
+    return f"{reached} It accepted {sent}: {accepted}."
+
+
+def credentials_named(config: ProxyConfig, secrets: Mapping[str, str]) -> str:
+    """The credentials a call carries, as the tenant configured them ('' for none)."""
+    named = []
+    if secrets.get("token"):
+        named.append("the token (Authorization: Bearer)")
+    if secrets.get("api_key"):
+        named.append(f"the API key ({config.api_key_header})")
+    return " and ".join(named)
+
+
+async def credential_try(upstream: Upstream) -> str:
+    """One call that needs the credential and has no side effects: what answered it."""
+    context = upstream.call_context(stream=False)
+    with translated(upstream.who, upstream.timeout):
+        if upstream.card.capabilities.extended_agent_card:
+            await upstream.client.get_extended_agent_card(
+                GetExtendedAgentCardRequest(), context=context
+            )
+            return "its extended card (GetExtendedAgentCard) answered"
+        try:
+            # A made-up id: no task of anyone's is read, whoever the credential is.
+            await upstream.client.get_task(
+                GetTaskRequest(id=f"connection-test-{uuid.uuid4()}", history_length=0),
+                context=context,
+            )
+        except TaskNotFoundError:
+            pass
+    return "GetTask of a made-up task answered TaskNotFound"
+
+
+def credential_refusal(exc: UpstreamFailed, *, who: str, sent: str) -> str:
+    """The sentence for an upstream that refused the credential (HTTP 401 or 403, gRPC
+    UNAUTHENTICATED or PERMISSION_DENIED); '' for any other failure."""
+    cause = exc.__cause__
+    if cause is None:
+        return ""
+    status = in_chain(cause, httpx.HTTPStatusError)
+    rpc = in_chain(cause, grpc.aio.AioRpcError)
+    if isinstance(status, httpx.HTTPStatusError) and status.response.status_code in (401, 403):
+        answer = f"HTTP {status.response.status_code} {status.response.reason_phrase}"
+    elif isinstance(rpc, grpc.aio.AioRpcError) and rpc.code() in REFUSED_GRPC:
+        answer = f"gRPC {rpc.code().name}: {rpc.details()}"
+    else:
+        return ""
+    if not sent:
+        return _sentence(f"{who} asks for a credential (set token or api_key): {answer}")
+    return _sentence(f"{who} refused {sent}: {answer}")
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -519,29 +519,52 @@ def _reply(status: int, body: bytes, run: PlatformRun) -> list[Event]:
 async def connection_test(
     config: WebhookConfig, secrets: Mapping[str, str], *, agent_path: str = ""
 ) -> str:
-    """POST a signed ping `{"ping": true, "agent": ...}` to the service; any 2xx passes.
+    """POST a ping `{"ping": true, "agent": ...}` to the service, signed and authorized as a
+    turn is (X-A2A-Signature, and the token secret when set); any 2xx passes. A 401 or 403
+    fails the test naming what the service checks: the token, if one is set, and the
+    signature. Without a token the answer says that the ping carried the signature alone.
     `agent_path` ("tenant/agent") names whose key signs it."""
     if "/" not in agent_path:
         raise ConnectionTestFailed(
             "Cannot sign the test ping: the caller did not say which agent (tenant/agent) "
             "it is for."
         )
+    tenant_slug = agent_path.partition("/")[0]
+    token = secrets.get("token", "")
     payload = {"ping": True, "agent": agent_path, "sentAt": _iso(datetime.now(UTC))}
     started = time.monotonic()
     try:
         status, _ = await _post(
             config,
-            tenant_slug=agent_path.partition("/")[0],
+            tenant_slug=tenant_slug,
             task_id="",
             payload=payload,
-            token=secrets.get("token", ""),
+            token=token,
             timeout=config.timeout_seconds,
         )
     except ServiceFailed as exc:
         raise ConnectionTestFailed(str(exc)) from None
     elapsed = round((time.monotonic() - started) * 1000)
+    jwks = f"{settings.A2A_PUBLIC_BASE_URL}/a2a/{tenant_slug}/.well-known/jwks.json"
+    if status in (401, 403) and token:
+        raise ConnectionTestFailed(
+            f"Your service refused the token (Authorization: Bearer) or the X-A2A-Signature: "
+            f"HTTP {status}. Check that it expects this agent's token secret, and that it "
+            f"verifies signatures against {jwks}."
+        )
+    if status in (401, 403):
+        raise ConnectionTestFailed(
+            f"Your service refused the ping: HTTP {status}. No token is set: if it expects "
+            f"one, set this agent's token secret; if it checks only the X-A2A-Signature, check "
+            f"that it verifies signatures against {jwks}."
+        )
     if not 200 <= status < 300:
         raise ConnectionTestFailed(
             f"Your service answered HTTP {status}; it must answer a ping with 2xx."
         )
-    return f"Your service answered HTTP {status} in {elapsed} ms."
+    if not token:
+        return (
+            f"Your service answered HTTP {status} in {elapsed} ms. No token is set, so the ping "
+            "carried only the X-A2A-Signature (no Authorization header)."
+        )
+    return f"Your service answered HTTP {status} in {elapsed} ms; the ping carried the token."

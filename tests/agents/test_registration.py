@@ -9,6 +9,7 @@ from django.contrib.auth import authenticate, get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
+from agents.auth import key_prefix
 from agents.cards import agent_card_json
 from agents.executors.secrets import executor_secret_names, executor_secrets_open
 from agents.models import Agent, ApiKey, Membership, Tenant
@@ -131,9 +132,15 @@ def test_seed_demo_is_idempotent_and_prints_urls_and_a_working_key(
     enable = "demo/assistant (an openai agent): set OPENAI_API_KEY (and OPENAI_BASE_URL"
     assert sum(line.startswith(enable) for line in lines) == 2
     assert Tenant.objects.count() == 1 and Agent.objects.count() == 3
-    # The demo's key and the proxy's own key for echo, each issued anew.
+    # The demo's key and the proxy's own key for echo: the first run's, kept. (The var dir of
+    # this profile holds no key of its own, so the second run names the demo key by its prefix:
+    # tests/e2e/test_demo_agents.py has the var dir that keeps its secret.)
     live = ApiKey.objects.filter(revoked_at__isnull=True)
     assert sorted(live.values_list("name", flat=True)) == ["demo", "echo-proxy"]
+    demo_keys = [line.split(": ", 1)[1] for line in lines if line.startswith("API key (demo): ")]
+    assert live.get(name="demo").prefix == key_prefix(demo_keys[0])
+    assert demo_keys[1].startswith(f"a2a_{key_prefix(demo_keys[0])}_... (kept; issued ")
+    assert ApiKey.objects.filter(name="echo-proxy").count() == 1
     proxy = Agent.objects.get(slug="echo-proxy")
     echo = Agent.objects.get(slug="echo")
     assert live.get(name="echo-proxy").agent == echo

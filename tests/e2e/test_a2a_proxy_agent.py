@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 from a2a.types import (
     CancelTaskRequest,
@@ -495,27 +496,90 @@ def test_upstream_errors_and_refused_addresses_fail_our_task_with_the_reason(
 # --- test connection ---------------------------------------------------------------------------
 
 
+def _test_connection(card_url: str, secrets: dict[str, str], **config: Any) -> str:
+    return asyncio.run(
+        executor_connection_test(
+            kind="a2a-proxy",
+            config={"card_url": card_url, **config},
+            secrets=secrets,
+            agent_path="t/a",
+        )
+    )
+
+
 def test_connection_test_names_the_upstream_or_what_went_wrong(platform):
     echo = platform.upstream("echo")
     secrets = {"api_key": platform.upstream_key}
+    reached = "Reached Echo 1.0.0: JSONRPC, HTTP+JSON, GRPC; streams."
 
-    def test_connection(card_url: str) -> str:
-        return asyncio.run(
-            executor_connection_test(
-                kind="a2a-proxy", config={"card_url": card_url}, secrets=secrets, agent_path="t/a"
-            )
-        )
-
-    assert test_connection(platform.card_url(echo)) == (
-        "Reached Echo 1.0.0: JSONRPC, HTTP+JSON, GRPC; streams."
+    assert _test_connection(platform.card_url(echo), secrets) == (
+        f"{reached} It accepted the API key (X-API-Key): its extended card "
+        "(GetExtendedAgentCard) answered."
     )
     wrong_path = f"{platform.url(echo)}.well-known/no-such-card.json"
     with pytest.raises(ConnectionTestFailed) as failed:
-        test_connection(wrong_path)
+        _test_connection(wrong_path, secrets)
     assert str(failed.value) == (
         f"The upstream agent's card at {wrong_path} answered HTTP 404 Not Found."
     )
     with pytest.raises(ConnectionTestFailed) as failed:
-        test_connection("http://10.0.0.1:9/.well-known/agent-card.json")
+        _test_connection("http://10.0.0.1:9/.well-known/agent-card.json", secrets)
     assert "was not contacted: " in str(failed.value)
     assert "10.0.0.1 is a private address" in str(failed.value)
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_connection_test_tries_the_credential_over_the_binding_a_run_would_use(platform, binding):
+    # given the private echo of another tenant, its card offering an extended card
+    echo = platform.upstream("echo")
+    card_url = platform.card_url(echo)
+    reached = "Reached Echo 1.0.0: JSONRPC, HTTP+JSON, GRPC; streams."
+    # then its key, as an API key or as a bearer token, gets the extended card
+    for secrets, named in (
+        ({"api_key": platform.upstream_key}, "the API key (X-API-Key)"),
+        ({"token": platform.upstream_key}, "the token (Authorization: Bearer)"),
+    ):
+        answer = _test_connection(card_url, secrets, binding=binding)
+        assert answer == (
+            f"{reached} It accepted {named}: its extended card (GetExtendedAgentCard) answered."
+        )
+    # and a wrong one is refused, named, though the public card was reached with it
+    refused = 'The upstream agent "Echo" refused the API key (X-API-Key): '
+    with pytest.raises(ConnectionTestFailed) as failed:
+        _test_connection(card_url, {"api_key": "a2a_00000000_wrong"}, binding=binding)
+    if binding == GRPC:
+        assert str(failed.value).startswith(refused + "gRPC UNAUTHENTICATED: "), failed.value
+    else:
+        assert str(failed.value) == refused + "HTTP 401 Unauthorized.", failed.value
+    assert "a2a_00000000_wrong" not in str(failed.value)
+    # and without a credential only the public card is checked, as the answer says
+    assert _test_connection(card_url, {}, binding=binding) == (
+        f"{reached} No credential is set (token, api_key), so only its public card was checked "
+        "(its card says calls need one)."
+    )
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_connection_test_without_an_extended_card_gets_a_made_up_task(
+    platform, card_server, binding
+):
+    # given the private echo's card as another host serves it, without an extended card (its
+    # interfaces still lead to the live platform)
+    echo = platform.upstream("echo")
+    card = httpx.get(platform.card_url(echo), headers={"A2A-Version": "1.0"}, timeout=10).json()
+    card["capabilities"]["extendedAgentCard"] = False
+    card_server["card"] = card
+    # then a GetTask of a made-up task answers TaskNotFound to the right key
+    answer = _test_connection(
+        card_server["url"], {"api_key": platform.upstream_key}, binding=binding
+    )
+    assert answer.endswith(
+        "It accepted the API key (X-API-Key): GetTask of a made-up task answered TaskNotFound."
+    ), answer
+    # and a refusal to a wrong one
+    with pytest.raises(ConnectionTestFailed) as failed:
+        _test_connection(card_server["url"], {"api_key": "a2a_00000000_wrong"}, binding=binding)
+    assert str(failed.value).startswith(
+        'The upstream agent "Echo" refused the API key (X-API-Key): '
+        + ("gRPC UNAUTHENTICATED: " if binding == GRPC else "HTTP 401 Unauthorized.")
+    ), failed.value

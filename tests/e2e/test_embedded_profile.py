@@ -3,12 +3,15 @@ filesystem broker, no Redis; daphne, a worker, beat and the gRPC sidecar) under 
 every task completes, blocking, streaming and canceled alike; the sidecar answers on the address
 run.sh prints, and SIGTERM stops every process. What it prints: a taken port said before
 anything starts, the summary last and only once everything answers, every line led by its
-process's name, and no housekeeping at the default log level."""
+process's name, and no housekeeping at the default log level. What it records in run.env for
+the commands run in another shell, and how it stops: a Ctrl-C at its terminal, or an interrupt
+sent to run.sh, ends `make run` with status 0."""
 
 from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
 import pty
@@ -43,6 +46,7 @@ pytestmark = pytest.mark.e2e
 
 @dataclass
 class Embedded:
+    run: subprocess.Popen[bytes]  # make
     base: str  # http://127.0.0.1:<port>/a2a/demo/
     key: str
     grpc_address: str  # as run.sh prints it
@@ -105,18 +109,26 @@ def _as_a_user_has_it() -> dict[str, str]:
 
 
 def _run_sh(
-    var: Path, port: int, log: Path, grpc_port: int | None = None, **env: str
+    var: Path,
+    port: int,
+    log: Path,
+    grpc_port: int | None = None,
+    *,
+    make: bool = False,
+    **env: str,
 ) -> subprocess.Popen[bytes]:
     """`make run`'s script on `port` with var dir `var`, as a user starts it: what it derives
-    itself (the key, the public URL and gRPC addresses) is left to it. In a session of its
-    own, so that a test can tell whether a signal stopped everything."""
+    itself (the key, the public URL and gRPC addresses) is left to it. With `make`, `make run`
+    itself, without a terminal (as a script, an IDE or a service manager starts it). In a
+    session of its own, so that a test can tell whether a signal stopped everything."""
     env = {**_as_a_user_has_it(), **env}
     env.update(A2A_VAR_DIR=str(var), PORT=str(port), GRPC_PORT=str(grpc_port or _free_port()))
     var.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        ["bash", "scripts/run.sh"],
+        ["make", "--no-print-directory", "run"] if make else ["bash", "scripts/run.sh"],
         cwd=ROOT,
         env=env,
+        stdin=subprocess.DEVNULL,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -214,7 +226,7 @@ def _copy_of(migrated: Future[Path], var: Path) -> Path:
 def embedded(request, tmp_path_factory):
     var = tmp_path_factory.mktemp("embedded")
     port, grpc_port, log = _free_port(), _free_port(), var / "run.log"
-    run = _run_sh(var, port, log, grpc_port)
+    run = _run_sh(var, port, log, grpc_port, make=True)
     try:
         _printed(log, f"({SUMMARY})", run, timeout=150)
         # at once, with no retry: the summary comes after everything answers
@@ -227,9 +239,11 @@ def embedded(request, tmp_path_factory):
         # Up: from here this instance mostly waits on its tests' requests, and the Ctrl-C
         # test's `make run` can come up meanwhile.
         set_up_if_selected(request, "in_a_terminal")
-        yield Embedded(base, key, grpc_address, log, up_at, answered)
+        yield Embedded(run, base, key, grpc_address, log, up_at, answered)
     finally:
-        run.send_signal(signal.SIGTERM)  # what Ctrl-C or `kill` does to `make run`
+        # (Already ended by the last test that uses it, unless that one did not run.) make
+        # passes SIGTERM on to run.sh.
+        run.send_signal(signal.SIGTERM)
         try:
             run.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -481,6 +495,84 @@ def test_the_readme_registration_works_as_printed(embedded):
     assert "hi" in json.dumps(task["artifacts"])
 
 
+RUN_ENV = (
+    "A2A_PUBLIC_BASE_URL",
+    "A2A_GRPC_LISTEN",
+    "A2A_GRPC_PUBLIC_ADDRESS",
+    "A2A_DEFAULT_AGENT",
+    "A2A_AGENT_HOST_PATTERN",
+    "A2A_PUSH_ALLOWED_NETWORKS",
+    "A2A_AGENT_ALLOWED_NETWORKS",
+    "A2A_METRICS_OPEN",
+    "A2A_WORKER_GRACE_SECONDS",
+    "A2A_ACCESS_LOG",
+    "DJANGO_SECRET_KEY_FILE",
+)
+# The settings a command sees: those run.env records, and (a digest of) the key in use.
+SHOW_SETTINGS = (
+    "import hashlib, json; from django.conf import settings; print(json.dumps({name: "
+    f"getattr(settings, name) for name in {list(RUN_ENV[:-1])!r}}} | {{'SECRET_KEY': "
+    "hashlib.sha256(settings.SECRET_KEY.encode()).hexdigest()}))"
+)
+
+
+def test_commands_in_another_shell_use_the_settings_make_run_derived(embedded):
+    # given make run up, and another shell in the project directory with its var dir and
+    # nothing else set
+    var = embedded.log.parent
+    env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var)}
+    recorded = dict(line.split("=", 1) for line in (var / "run.env").read_text().splitlines())
+    assert sorted(recorded) == sorted(RUN_ENV)
+    # when a command there reads the settings
+    shown = _shell([".venv/bin/python", "manage.py", "shell", "-c", SHOW_SETTINGS], env)
+    assert shown.returncode == 0, shown.stderr
+    settings = json.loads(shown.stdout.strip().splitlines()[-1])
+    # then they are the running platform's: its URLs and addresses, the default agent, the host
+    # pattern, loopback allowed for agents and pushes, /metrics open, its key
+    port = embedded.base.split(":")[2].split("/")[0]
+    loopback = ["127.0.0.0/8", "::1/128"]
+    assert settings == {
+        "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "A2A_GRPC_LISTEN": embedded.grpc_address,
+        "A2A_GRPC_PUBLIC_ADDRESS": embedded.grpc_address,
+        "A2A_DEFAULT_AGENT": "demo/conformance",
+        "A2A_AGENT_HOST_PATTERN": "{agent}--{tenant}.localhost",
+        "A2A_PUSH_ALLOWED_NETWORKS": loopback,
+        "A2A_AGENT_ALLOWED_NETWORKS": loopback,
+        "A2A_METRICS_OPEN": True,
+        "A2A_WORKER_GRACE_SECONDS": 5.0,
+        "A2A_ACCESS_LOG": False,
+        "SECRET_KEY": hashlib.sha256((var / "secret_key").read_text().strip().encode()).hexdigest(),
+    }
+    # and an a2a-proxy agent in front of a loopback upstream (demo/echo) is registered there,
+    # as make run's own processes allow it, and answers
+    card_url = embedded.base + "echo/.well-known/agent-card.json"
+    create = [".venv/bin/python", "manage.py", "create_agent", "demo", "echo-front"]
+    create += ["--kind", "a2a-proxy", "--config", json.dumps({"card_url": card_url})]
+    made = _shell([*create, "--secret", f"api_key={embedded.key}"], env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": "hi"}],
+            }
+        },
+    }
+    headers = {"X-API-Key": embedded.key, "A2A-Version": "1.0"}
+    answer = httpx.post(embedded.base + "echo-front/", json=body, headers=headers, timeout=60)
+    assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer.text
+    # and a variable set in that shell still wins over the recorded one
+    create[4] = "echo-front-2"
+    refused = _shell(create, {**env, "A2A_AGENT_ALLOWED_NETWORKS": ""})
+    assert refused.returncode != 0
+    assert "card_url: " in refused.stderr and "127.0.0.1 is a loopback address" in refused.stderr
+
+
 def test_every_line_is_tagged_and_housekeeping_is_quiet_by_default(embedded):
     # given the platform up for 20 s at the default log level (beat sends the reaper every 5 s
     # and the push dispatcher every 15 s), and the other tests' requests meanwhile (this test
@@ -517,6 +609,41 @@ def test_every_line_is_tagged_and_housekeeping_is_quiet_by_default(embedded):
     # one line at most per job: each agent run's outcome, once
     runs = re.findall(r"run_agent_task\[([0-9a-f-]+)\]", after)
     assert len(runs) == len(set(runs))
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """The live child processes of `pid`: (pid, command line)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                children.append((int(stat.parent.name), cmdline.decode(errors="replace")))
+        except (OSError, ValueError, IndexError):
+            continue  # exited while we looked
+    return children
+
+
+def test_an_interrupt_to_run_sh_ends_make_run_with_exit_0(embedded):
+    """Last of the tests on the embedded instance: it stops it. make run without a terminal
+    (from a script, an IDE): an interrupt sent to run.sh itself (`kill -INT`) stops everything,
+    and make exits 0. (At a terminal, Ctrl-C reaches run.sh alone: the test after this one.)"""
+    run = embedded.run
+    # given make run's recipe, which is run.sh itself (nothing between make and it)
+    [(script, command)] = _children(run.pid)
+    assert command.endswith("./scripts/run.sh "), command
+    # when it gets SIGINT
+    os.kill(script, signal.SIGINT)
+    # then make run ends with 0, leaving nothing running, and quietly
+    code = _exit_status(run, 60)
+    log = embedded.log.read_text()
+    assert code == 0, log[-3000:]
+    assert not _gone(run.pid, 5)
+    stopping = log.split(RULE + "\n", 1)[1]
+    for scary in ("Traceback", "ERROR", "CRITICAL", "exited with signal", "exited (status"):
+        assert scary not in stopping, stopping
+    assert "make: ***" not in stopping, stopping
 
 
 @pytest.mark.parametrize("taken", ["PORT", "GRPC_PORT"])
@@ -605,9 +732,11 @@ def test_log_level_debug_shows_what_the_default_leaves_out(migrated, tmp_path):
 def _make_run_in_a_terminal(
     var: Path, port: int, log: Path, **env: str
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """`make run` as typed in a terminal: a pseudo-terminal of its own is its controlling
-    terminal (so Ctrl-C typed there is the terminal's SIGINT to its foreground job); what it
-    prints is copied to `log`. The process and the terminal's master end, to type into."""
+    """`make run > run.log 2>&1` as typed in a terminal: a pseudo-terminal of its own is its
+    controlling terminal (so Ctrl-C typed there is the terminal's SIGINT to its foreground
+    process group) and its input; what it prints goes to `log` (before, make run kept a Ctrl-C
+    from make only when its output went to the terminal). The process and the terminal's master
+    end, to type into."""
     master, slave = pty.openpty()
 
     def take_the_terminal() -> None:  # in the child, after setsid (start_new_session)
@@ -621,17 +750,15 @@ def _make_run_in_a_terminal(
         cwd=ROOT,
         env=env,
         stdin=slave,
-        stdout=slave,
-        stderr=slave,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=take_the_terminal,
     )
     os.close(slave)
 
-    out = log.open("wb")  # here, so that the log exists before anything reads it
-
-    def copy() -> None:
-        with out:
+    def drain() -> None:  # what the terminal shows (its echo of ^C), kept beside the log
+        with log.with_name("terminal.log").open("wb") as shown:
             while True:
                 try:
                     data = os.read(master, 65536)
@@ -639,10 +766,9 @@ def _make_run_in_a_terminal(
                     return
                 if not data:
                     return
-                out.write(data.replace(b"\r\n", b"\n"))
-                out.flush()
+                shown.write(data)
 
-    threading.Thread(target=copy, daemon=True).start()
+    threading.Thread(target=drain, daemon=True).start()
     return run, master
 
 
@@ -721,7 +847,10 @@ def test_ctrl_c_stops_make_run_with_exit_0_within_15_s_while_a_run_is_in_progres
             state = httpx.post(up.slow, json=get, headers=headers, timeout=10).json()["result"]
             state = state["status"]["state"]
         assert state == "TASK_STATE_WORKING"
-        # when the user presses Ctrl-C at the terminal `make run` was typed in
+        # (run.sh's job holds the terminal, not make's)
+        assert os.tcgetpgrp(up.terminal) not in (-1, os.getpgid(run.pid))
+        # when the user presses Ctrl-C at the terminal `make run` was typed in: SIGINT to the
+        # terminal's foreground process group
         pressed = time.monotonic()
         os.write(up.terminal, b"\x03")
         code = run.wait(timeout=60)

@@ -550,22 +550,54 @@ def test_a_private_address_is_refused_at_save_time_and_at_connect_time(
 def test_connection_test_sends_a_signed_ping(
     live_platform, place, example, receivers, make_tenant, settings
 ):
-    tenant, _, _ = place
+    tenant, _, jwks = place
     settings.A2A_PUBLIC_BASE_URL = live_platform.url  # the signature's issuer, as the platform's
     config = webhook.WebhookConfig(url=example.url, timeout_seconds=10)
     ping = webhook.connection_test
 
+    # The example service checks the token and the signature: both right, it answers 200.
     line = asyncio.run(ping(config, {"token": SECRET}, agent_path=f"{tenant.slug}/hook"))
-    assert line.startswith("Your service answered HTTP 200 in ") and line.endswith(" ms."), line
+    assert line.startswith("Your service answered HTTP 200 in "), line
+    assert line.endswith(" ms; the ping carried the token."), line
 
-    # The example checks both credentials: a wrong token, or another tenant's signature.
+    # A wrong token, or another tenant's signature: the refusal names what it checks.
     other = make_tenant()
     for secrets, agent_path in (
         ({"token": "wrong"}, f"{tenant.slug}/hook"),
         ({"token": SECRET}, f"{other.slug}/hook"),
     ):
-        with pytest.raises(ConnectionTestFailed, match="HTTP 401"):
+        with pytest.raises(ConnectionTestFailed) as failed:
             asyncio.run(ping(config, secrets, agent_path=agent_path))
+        assert str(failed.value) == (
+            "Your service refused the token (Authorization: Bearer) or the X-A2A-Signature: "
+            "HTTP 401. Check that it expects this agent's token secret, and that it verifies "
+            f"signatures against {live_platform.url}/a2a/{agent_path.partition('/')[0]}"
+            "/.well-known/jwks.json."
+        )
+    # No token set, for a service that wants one: the refusal says that none was sent.
+    with pytest.raises(ConnectionTestFailed) as failed:
+        asyncio.run(ping(config, {}, agent_path=f"{tenant.slug}/hook"))
+    assert str(failed.value) == (
+        "Your service refused the ping: HTTP 401. No token is set: if it expects one, set this "
+        "agent's token secret; if it checks only the X-A2A-Signature, check that it verifies "
+        f"signatures against {jwks}."
+    )
+
+    # A service that asks for no token: the answer says what the ping carried.
+    open_service = receivers(200, "{}")
+    unguarded = webhook.WebhookConfig(url=open_service.url, timeout_seconds=10)
+    line = asyncio.run(ping(unguarded, {}, agent_path=f"{tenant.slug}/hook"))
+    assert line.startswith("Your service answered HTTP 200 in "), line
+    assert line.endswith(
+        " ms. No token is set, so the ping carried only the X-A2A-Signature (no Authorization "
+        "header)."
+    ), line
+    [received] = open_service.wait_for_count(1)
+    assert received.header("Authorization") is None and received.header("X-A2A-Signature")
+
+    forbidding = webhook.WebhookConfig(url=receivers(403).url, timeout_seconds=10)
+    with pytest.raises(ConnectionTestFailed, match=r"^Your service refused the token .*HTTP 403"):
+        asyncio.run(ping(forbidding, {"token": SECRET}, agent_path=f"{tenant.slug}/hook"))
 
     failing = webhook.WebhookConfig(url=receivers(500).url, timeout_seconds=10)
     with pytest.raises(ConnectionTestFailed) as failed:

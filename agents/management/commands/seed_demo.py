@@ -1,26 +1,41 @@
-"""manage.py seed_demo: the demo tenant, its agents, a fresh API key and console logins
-(idempotent; each run issues new secrets, since old ones cannot be shown again).
+"""manage.py seed_demo: the demo tenant, its agents, its API key and console logins
+(idempotent; the console passwords are new on each run).
+
+The demo's API key stays the same from run to run while it is valid: its secret is kept in the
+var dir (`demo_api_keys/<tenant>`, mode 0600, beside `secret_key`) when the var dir's key is the
+key in use (the embedded profile, and `make run` on any profile), and is printed again. A key
+revoked or deleted meanwhile, or a kept secret that no longer matches it, is replaced by a new
+one; `--new-key` replaces it in any case. Elsewhere (a production profile, whose key is its
+own) no secret is written to disk: the first run prints a new key, and later runs say that the
+key is kept and print only its prefix. Keys are stored hashed, so no run can show an old one.
 
 Beside `echo` and `conformance`: `echo-proxy`, an `a2a-proxy` agent that fronts `echo` through
 the platform's own public URL (so the SSRF guard must let agents reach it: `make run`
-allowlists loopback), and, when OPENAI_API_KEY or OPENAI_BASE_URL is set, `assistant`, an
-`openai` agent on that endpoint (OPENAI_MODEL, default gpt-4o-mini).
+allowlists loopback), with a key of its own for echo, kept in its encrypted secrets and
+replaced only when it no longer works; and, when OPENAI_API_KEY or OPENAI_BASE_URL is set,
+`assistant`, an `openai` agent on that endpoint (OPENAI_MODEL, default gpt-4o-mini).
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import secrets
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from a2a_platform.secret_key import var_key_in_use, var_secret_keep, var_secret_read
+from agents.auth import hash_secret, key_prefix
 from agents.cards import agent_base_url
-from agents.crypto import encryption_keys_check
+from agents.crypto import DecryptionFailed, encryption_keys_check
+from agents.executors.secrets import executor_secrets_open
 from agents.models import Agent, ApiKey, Membership, Tenant
 from agents.services import (
     agent_create,
@@ -86,10 +101,18 @@ OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 
 
 class Command(BaseCommand):
-    help = "Create the demo tenant and agents if missing, and print a new demo API key."
+    help = (
+        "Create the demo tenant and agents if missing, and print the demo's API key (the same "
+        "while it is valid) and new console passwords."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--tenant", default="demo")
+        parser.add_argument(
+            "--new-key",
+            action="store_true",
+            help="Revoke the demo's API key and print a new one, even while it is valid.",
+        )
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
@@ -104,12 +127,7 @@ class Command(BaseCommand):
             self._card(agent)
         self._proxy(tenant)
         self._assistant(tenant)
-        # The secret of an old key cannot be shown again, so each run issues a new one.
-        ApiKey.objects.filter(tenant=tenant, name="demo", revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-        _, secret = api_key_create(tenant=tenant, name="demo", principal="demo")
-        self.stdout.write(f"API key ({tenant.slug}): {secret}")
+        self.stdout.write(self._demo_key(tenant, renew=options["new_key"]))
         operator = self._login("operator", is_staff=True, is_superuser=True)
         owner = self._login(f"{tenant.slug}-owner")
         Membership.objects.update_or_create(
@@ -124,27 +142,58 @@ class Command(BaseCommand):
             f"{agent_base_url(agent)}.well-known/agent-card.json"
         )
 
+    def _demo_key(self, tenant: Tenant, *, renew: bool) -> str:
+        """The line that gives the demo's key: the one kept while it is valid, else a new one
+        (the others of its name revoked: one demo key at a time)."""
+        line = f"API key ({tenant.slug}): "
+        kept_in = demo_key_file(tenant)
+        if kept_in is not None and not renew:
+            secret = var_secret_read(kept_in)
+            key = valid_key(tenant=tenant, name="demo", secret=secret, agent=None)
+            if key is not None:
+                keys_revoke(tenant=tenant, name="demo", keep=key)
+                return line + secret
+        if kept_in is None and not renew:
+            # Nowhere to keep a secret: the key stays, though its secret cannot be shown.
+            current = (
+                ApiKey.objects.filter(tenant=tenant, name="demo", revoked_at__isnull=True)
+                .order_by("-created_at")
+                .first()
+            )
+            if current is not None:
+                return (
+                    f"{line}a2a_{current.prefix}_... (kept; issued "
+                    f"{current.created_at:%Y-%m-%d %H:%M} UTC, its secret printed then and not "
+                    "stored: `manage.py seed_demo --new-key` replaces it)"
+                )
+        keys_revoke(tenant=tenant, name="demo")
+        _, secret = api_key_create(tenant=tenant, name="demo", principal="demo")
+        if kept_in is not None:
+            try:
+                var_secret_keep(kept_in, secret)
+            except OSError as exc:
+                raise CommandError(
+                    f"Cannot keep the demo's API key in {kept_in}: {exc.strerror or exc}."
+                ) from None
+        return line + secret
+
     def _proxy(self, tenant: Tenant) -> None:
-        """echo-proxy, with a key of its own for echo (issued anew each run, as the demo's)."""
+        """echo-proxy, with a key of its own for echo: the one in its secrets while it is
+        valid, else a new one."""
         echo = tenant.agents.get(slug="echo")
         config = {"card_url": f"{agent_base_url(echo)}.well-known/agent-card.json"}
-        ApiKey.objects.filter(tenant=tenant, name=PROXY["slug"], revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-        _, key = api_key_create(
-            tenant=tenant, name=PROXY["slug"], principal="echo-proxy", agent=echo
-        )
         agent = tenant.agents.filter(slug=PROXY["slug"]).first()
         try:
-            with transaction.atomic():
+            with transaction.atomic():  # a refused agent leaves no key behind
                 if agent is None:
                     agent = agent_create(
                         tenant=tenant,
                         **PROXY,
                         executor_config=config,
-                        executor_secrets={"api_key": key},
+                        executor_secrets={"api_key": self._proxy_key_new(tenant, echo)},
                     )
-                else:
+                elif not self._proxy_key_works(agent, echo):
+                    key = self._proxy_key_new(tenant, echo)
                     agent_secrets_set(agent=agent, secrets={"api_key": key})
         except ValidationError as exc:  # the guard refuses this platform's own URL
             self.stdout.write(
@@ -152,6 +201,21 @@ class Command(BaseCommand):
             )
             return
         self._card(agent)
+
+    def _proxy_key_works(self, proxy: Agent, echo: Agent) -> bool:
+        try:
+            secret = executor_secrets_open(proxy.executor_secrets_encrypted).get("api_key", "")
+        except DecryptionFailed:
+            return False
+        key = valid_key(tenant=proxy.tenant, name=PROXY["slug"], secret=secret, agent=echo)
+        return key is not None
+
+    def _proxy_key_new(self, tenant: Tenant, echo: Agent) -> str:
+        keys_revoke(tenant=tenant, name=PROXY["slug"])
+        _, key = api_key_create(
+            tenant=tenant, name=PROXY["slug"], principal="echo-proxy", agent=echo
+        )
+        return key
 
     def _assistant(self, tenant: Tenant) -> None:
         """assistant, when the environment names an OpenAI-compatible endpoint."""
@@ -196,3 +260,33 @@ class Command(BaseCommand):
             setattr(user, flag, flags.get(flag, False))  # what the printed line says it is
         user.save()
         return user, password
+
+
+def demo_key_file(tenant: Tenant) -> Path | None:
+    """Where the tenant's demo key is kept: in the var dir, when its key is the key in use
+    (a2a_platform.secret_key); None elsewhere."""
+    if not var_key_in_use(settings.VAR_DIR, settings.SECRET_KEY):
+        return None
+    return settings.VAR_DIR / "demo_api_keys" / tenant.slug
+
+
+def valid_key(*, tenant: Tenant, name: str, secret: str, agent: Agent | None) -> ApiKey | None:
+    """The tenant's unrevoked key `name` (for `agent`, or for every agent when None) whose
+    secret is `secret`, if there is one."""
+    prefix = key_prefix(secret)
+    if not prefix:
+        return None
+    key = ApiKey.objects.filter(
+        tenant=tenant, name=name, prefix=prefix, agent=agent, revoked_at__isnull=True
+    ).first()
+    if key is None or not hmac.compare_digest(key.secret_hash, hash_secret(secret)):
+        return None
+    return key
+
+
+def keys_revoke(*, tenant: Tenant, name: str, keep: ApiKey | None = None) -> None:
+    """Revoke the tenant's keys `name`, but `keep`: their secrets cannot be shown again."""
+    keys = ApiKey.objects.filter(tenant=tenant, name=name, revoked_at__isnull=True)
+    if keep is not None:
+        keys = keys.exclude(pk=keep.pk)
+    keys.update(revoked_at=timezone.now())
