@@ -14,7 +14,9 @@ from typing import Any, TypedDict
 
 from celery.utils.saferepr import saferepr
 from django.conf import settings
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.contenttypes.models import ContentType
 from django.core.paginator import Page, Paginator
 from django.db import DatabaseError
 from django.db.models import (
@@ -133,7 +135,7 @@ def task_get_or_404(*, user: User, tenant_slug: str, task_id: str) -> Task:
         raise Http404("No such task.") from exc
     task = (
         task_scope(user=user)
-        .select_related("agent", "tenant")
+        .select_related("agent__tenant", "tenant")
         .filter(tenant__slug=tenant_slug, pk=pk)
         .first()
     )
@@ -283,6 +285,19 @@ def task_detail_get(*, task: Task, events_shown: int) -> TaskDetail:
         "artifacts": list(task.artifacts.all()),
         "events": list(task.events.order_by("-seq")[:events_shown])[::-1],
     }
+
+
+def task_action_list(*, task: Task, limit: int) -> list[LogEntry]:
+    """What people did to the task from the console (console.services.task_action_record),
+    the newest `limit` records, oldest first, each with its user."""
+    rows = (
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(Task), object_id=str(task.pk)
+        )
+        .select_related("user")
+        .order_by("-action_time", "-id")[:limit]
+    )
+    return list(rows)[::-1]
 
 
 EventRow = tuple[int, str, str, datetime, Any]
