@@ -4,8 +4,8 @@ Every route of the console is listed here with the URL of an object of tenant A.
 shown to be real: tenant A's owner gets the page (200, after the redirect a POST answers with).
 Then an owner of tenant B gets 404 for it (the same answer as for something that does not
 exist), a member of A gets the page (where members act too, the owner's answer) or, for
-owner-only actions, 403, and filters naming A's agent show B nothing. A console route missing from the table fails the test, so a new page
-cannot skip the check.
+owner-only actions, 403, and filters naming A's agent show B nothing. A console route missing
+from the table fails the test, so a new page cannot skip the check.
 """
 
 from __future__ import annotations
