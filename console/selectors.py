@@ -16,7 +16,6 @@ from celery.utils.saferepr import saferepr
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.contrib.contenttypes.models import ContentType
 from django.core.paginator import Page, Paginator
 from django.db import DatabaseError
 from django.db.models import (
@@ -290,9 +289,13 @@ def task_detail_get(*, task: Task, events_shown: int) -> TaskDetail:
 def task_action_list(*, task: Task, limit: int) -> list[LogEntry]:
     """What people did to the task from the console (console.services.task_action_record),
     the newest `limit` records, oldest first, each with its user."""
+    # The content type by its name, not from ContentType's per-process cache (see
+    # console.services.task_content_type).
     rows = (
         LogEntry.objects.filter(
-            content_type=ContentType.objects.get_for_model(Task), object_id=str(task.pk)
+            content_type__app_label=Task._meta.app_label,
+            content_type__model=Task._meta.model_name,
+            object_id=str(task.pk),
         )
         .select_related("user")
         .order_by("-action_time", "-id")[:limit]

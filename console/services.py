@@ -101,6 +101,14 @@ TaskAction = Literal["cancel", "reply", "try"]
 SENT_TEXT_KEPT = 200
 
 
+def task_content_type() -> ContentType:
+    """The content type of tasks, read from the database each time rather than from
+    ContentType's cache, which lives as long as the process: a long-lived web process must not
+    write an id that is no longer the database's (a database restored from elsewhere, or the
+    test suite's flushes between tests, renumber the rows)."""
+    return ContentType.objects.get(app_label=Task._meta.app_label, model=Task._meta.model_name)
+
+
 def _excerpt(text: str) -> str:
     line = re.sub(r"\s+", " ", text).strip()
     return line if len(line) <= SENT_TEXT_KEPT else line[: SENT_TEXT_KEPT - 1] + "…"
@@ -126,7 +134,7 @@ def task_action_record(
         what = f"{how} (as {role}), message {message_id}: “{_excerpt(text)}”"
     return LogEntry.objects.create(
         user_id=user.pk,
-        content_type=ContentType.objects.get_for_model(Task),
+        content_type=task_content_type(),
         object_id=str(task_id),
         object_repr=f"Task {task_id}",
         action_flag=ADDITION if action == "try" else CHANGE,
