@@ -38,12 +38,15 @@ def scene(world, make_agent):
     died; the membership of A's member."""
     a = world["a"]
     agent = make_agent(a, "secret-agent")
-    task = task_create(
-        agent,
-        state=TaskState.TASK_STATE_COMPLETED,
-        context_id="ctx-of-a",
-        principal=Principal(owner="owner-of-a"),
-    )
+    # Made in one transaction: where the scene is committed (OPERATION_ROUTES), a worker of the
+    # session's live platform hears of the task's run at the commit only, and finds it over.
+    with transaction.atomic():
+        task = task_create(
+            agent,
+            state=TaskState.TASK_STATE_COMPLETED,
+            context_id="ctx-of-a",
+            principal=Principal(owner="owner-of-a"),
+        )
     event = task.events.order_by("-seq").first()
     config = PushConfig.objects.create(task=task, config_id="c1", url="https://example.com/hook")
     delivery = Delivery.objects.create(
