@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 from celery.utils.saferepr import saferepr
 from django.conf import settings
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.paginator import Page, Paginator
 from django.db import DatabaseError
@@ -133,7 +134,7 @@ def task_get_or_404(*, user: User, tenant_slug: str, task_id: str) -> Task:
         raise Http404("No such task.") from exc
     task = (
         task_scope(user=user)
-        .select_related("agent", "tenant")
+        .select_related("agent__tenant", "tenant")
         .filter(tenant__slug=tenant_slug, pk=pk)
         .first()
     )
@@ -283,6 +284,23 @@ def task_detail_get(*, task: Task, events_shown: int) -> TaskDetail:
         "artifacts": list(task.artifacts.all()),
         "events": list(task.events.order_by("-seq")[:events_shown])[::-1],
     }
+
+
+def task_action_list(*, task: Task, limit: int) -> list[LogEntry]:
+    """What people did to the task from the console (console.services.task_action_record),
+    the newest `limit` records, oldest first, each with its user."""
+    # The content type by its name, not from ContentType's per-process cache (see
+    # console.services.task_content_type).
+    rows = (
+        LogEntry.objects.filter(
+            content_type__app_label=Task._meta.app_label,
+            content_type__model=Task._meta.model_name,
+            object_id=str(task.pk),
+        )
+        .select_related("user")
+        .order_by("-action_time", "-id")[:limit]
+    )
+    return list(rows)[::-1]
 
 
 EventRow = tuple[int, str, str, datetime, Any]

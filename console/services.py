@@ -1,13 +1,18 @@
 """Writes the console's pages make beyond one call to an app's service: each owns its
 transaction (an agent's fields with its secrets, an account with its membership, a key's
-revocation), or, for a job, the broker's answer within a deadline."""
+revocation, the record of an action on a task), or, for a job, the broker's answer within a
+deadline."""
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -16,6 +21,7 @@ from a2a_platform.celery import app
 from a2a_platform.queues import within
 from agents.models import Agent, ApiKey, Tenant
 from agents.services import ActionRefused, agent_secrets_set, agent_update, membership_add
+from tasks_app.models import Task
 
 from .selectors import BROKER_DEADLINE_SECONDS
 
@@ -85,3 +91,52 @@ def job_revoke(*, job_id: str, deadline: float = BROKER_DEADLINE_SECONDS) -> Non
     its turn comes; one already running finishes (thread pools cannot stop a job midway).
     Raises what the broker raised, or TimeoutError past `deadline` seconds."""
     within(deadline, lambda: app.control.revoke(job_id))
+
+
+# --- what a person did to a task from the console -------------------------------------------
+
+TaskAction = Literal["cancel", "reply", "try"]
+# How much of a sent message its record keeps: enough to say what was sent; the message itself
+# is in the task's history.
+SENT_TEXT_KEPT = 200
+
+
+def task_content_type() -> ContentType:
+    """The content type of tasks, read from the database each time rather than from
+    ContentType's cache, which lives as long as the process: a long-lived web process must not
+    write an id that is no longer the database's (a database restored from elsewhere, or the
+    test suite's flushes between tests, renumber the rows)."""
+    return ContentType.objects.get(app_label=Task._meta.app_label, model=Task._meta.model_name)
+
+
+def _excerpt(text: str) -> str:
+    line = re.sub(r"\s+", " ", text).strip()
+    return line if len(line) <= SENT_TEXT_KEPT else line[: SENT_TEXT_KEPT - 1] + "…"
+
+
+def task_action_record(
+    *,
+    user: Any,
+    task_id: uuid.UUID,
+    action: TaskAction,
+    role: str,
+    message_id: str = "",
+    text: str = "",
+) -> LogEntry:
+    """Record that `user`, acting as `role` (operator, owner or member), canceled the task,
+    replied to it, or started it from Try it: a row of Django's admin log, so the admin's
+    history of the task shows it beside the task page. A Try-it send made the task (ADDITION);
+    the others changed it (CHANGE)."""
+    if action == "cancel":
+        what = f"Canceled the task (as {role})."
+    else:
+        how = "Replied" if action == "reply" else "Sent from Try it"
+        what = f"{how} (as {role}), message {message_id}: “{_excerpt(text)}”"
+    return LogEntry.objects.create(
+        user_id=user.pk,
+        content_type=task_content_type(),
+        object_id=str(task_id),
+        object_repr=f"Task {task_id}",
+        action_flag=ADDITION if action == "try" else CHANGE,
+        change_message=what,
+    )

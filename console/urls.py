@@ -50,6 +50,7 @@ urlpatterns = [
         name="key-revoke",
     ),
     path("", include("console.urls_tasks")),
+    path("", include("console.urls_actions")),
     path("", include("console.urls_people")),
     path("", include("console.urls_ops")),
 ]

@@ -1,7 +1,7 @@
 """Console pages: the overview, agent registration (each executor kind's fields, and "test
 connection"), an agent's page (URLs, client snippet, keys, card preview, the Try-it console) and
-its edit, disable and delete. Tasks, people, background work and charts live in their own
-modules."""
+its edit, disable and delete. Tasks, people, background work, charts and the actions taken as
+the person logged in (Try it's send among them) live in their own modules."""
 
 from __future__ import annotations
 
@@ -175,6 +175,9 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
             ),
             "role": role,
             "new_secret": _new_secret(request, agent),
+            # Try it sends as the person logged in (console.views_actions); a disabled agent
+            # takes no messages, so its page offers none.
+            "takes_messages": agent.is_active and agent.tenant.is_active,
         },
     )
 

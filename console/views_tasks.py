@@ -1,5 +1,6 @@
 """Console task pages: the task list (filters, keyset pages, counts by state), one task's page
-(status, history, artifacts, event timeline) and the live event stream that page follows."""
+(status, history, artifacts, event timeline, what people did to it from the console) and the
+live event stream that page follows."""
 
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ from django.shortcuts import render
 from django.utils.http import urlencode
 
 from a2a_platform.metrics import SSE_STREAMS_OPEN
-from agents.cards import agent_base_url
 from agents.models import Agent
 from bindings.sse import KEEP_ALIVE, sse_frame
 from tasks_app.errors import InvalidParamsError
@@ -38,6 +38,7 @@ from .scoping import can_manage
 from .selectors import (
     agent_list,
     agent_path,
+    task_action_list,
     task_detail_get,
     task_event_rows,
     task_get_or_404,
@@ -49,6 +50,8 @@ PAGE_SIZE = 50
 # A task page shows the newest events only: an agent streaming many chunks must not make the
 # page unusable. The live stream continues after the newest one either way.
 EVENTS_SHOWN = 500
+# The newest console actions a task page lists (a task sees a few: each is a person's click).
+ACTIONS_SHOWN = 100
 SUMMARY_LENGTH = 140
 _DATETIME_LOCAL = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f"]
 _DATETIME_ERROR = "Enter a date and time like 2025-01-31T14:30 (UTC)."
@@ -349,11 +352,12 @@ def task_detail(request: HttpRequest, tenant_slug: str, task_id: str) -> HttpRes
             "terminal_states": " ".join(sorted(TERMINAL_STATES)),
             "interrupted_states": " ".join(sorted(INTERRUPTED_STATES)),
             "awaiting_input": task.state in INTERRUPTED_STATES,
-            # Cancel and reply go through the agent's own A2A endpoint, as Try it does, so
-            # they mean exactly what they mean to any client; the page offers them to those
-            # who manage the tenant, while the agent is active.
-            "can_act": task.agent.is_active and can_manage(request.user, task.tenant),
-            "endpoint": agent_base_url(task.agent),
+            # Cancel and reply act as the person logged in (console.views_actions), for those
+            # who manage the tenant; a disabled agent's task can still be canceled, not replied
+            # to.
+            "can_act": can_manage(request.user, task.tenant),
+            "takes_messages": task.agent.is_active and task.tenant.is_active,
+            "actions": task_action_list(task=task, limit=ACTIONS_SHOWN),
         },
     )
 

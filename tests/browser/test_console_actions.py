@@ -1,8 +1,10 @@
 """The console acting in a real browser against the live platform (daphne, a Celery worker,
 PostgreSQL): an owner replies to a task that asked for input and cancels a running one from
-the task page (through the agent's own A2A endpoint), edits, disables and deletes an agent,
-and invites a person who then sets a password and logs in; the agents and task pages at phone
-width. Each result is looked at on the page and in the database, and saved as a screenshot."""
+the task page, both tasks started by an API key's client, and sends a message with Try it, all
+as themselves with no key typed (each action then listed on the task's page); edits, disables
+and deletes an agent, and invites a person who then sets a password and logs in; the agents and
+task pages at phone width. Each result is looked at on the page and in the database, and saved
+as a screenshot."""
 
 from __future__ import annotations
 
@@ -81,11 +83,12 @@ def test_an_owner_replies_cancels_edits_disables_deletes_and_invites(
     assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
     log_in(page, base, "owner")
 
-    # the follow-up reply: typed on the task page, the page follows the task to its end
+    # the follow-up reply: typed on the task page (no key asked for: the owner acts as
+    # themselves), the page follows the task to its end and lists the reply as theirs
     page.goto(f"{base}/console/t/{tenant.slug}/tasks/{asked['id']}/")
     expect(page.locator("#task-state")).to_have_text("TASK_STATE_INPUT_REQUIRED")
     expect(page.locator("#reply-form")).to_be_visible()
-    page.fill("#action-key", key)
+    expect(page.locator("#actions input[type=password]")).to_have_count(0)
     page.fill("#reply-text", "second, from the task page")
     screenshot(page, "20-task-reply")
     page.click("#reply-form [type=submit]")
@@ -93,20 +96,26 @@ def test_an_owner_replies_cancels_edits_disables_deletes_and_invites(
     expect(page.locator("#task-state")).to_have_text("TASK_STATE_COMPLETED")
     expect(page.locator("#history")).to_contain_text("second, from the task page")
     expect(page.locator("#actions")).to_be_hidden()
+    expect(page.locator("#action-log li")).to_have_count(1)
+    expect(page.locator("#action-log")).to_contain_text("owner · Replied (as owner)")
     screenshot(page, "21-task-replied")
-    assert Task.objects.get(pk=asked["id"]).state == "TASK_STATE_COMPLETED"
+    replied = Task.objects.get(pk=asked["id"])
+    assert replied.state == "TASK_STATE_COMPLETED" and replied.owner == "key:key", replied.owner
 
-    # cancel: asked to confirm, then the task page shows it canceled
+    # cancel: asked to confirm, then the task page shows it canceled, and who did it
     page.goto(f"{base}/console/t/{tenant.slug}/tasks/{running['id']}/")
     expect(page.locator("#reply-form")).to_be_hidden()  # it did not ask for input
-    page.fill("#action-key", key)
+    expect(page.locator("#console-actions")).to_be_hidden()  # nothing done to it yet
     questions: list[str] = []
     page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.accept()))
     page.click("#cancel-task")
     expect(page.locator("#task-state")).to_have_text("TASK_STATE_CANCELED")
     assert questions and "Cancel this task?" in questions[0], questions
+    expect(page.locator("#action-log")).to_contain_text("Canceled the task (as owner).")
     screenshot(page, "22-task-canceled")
     assert Task.objects.get(pk=running["id"]).state == "TASK_STATE_CANCELED"
+    page.reload()  # the record is the server's, not only the script's
+    expect(page.locator("#action-log")).to_contain_text("owner · Canceled the task (as owner).")
 
     # the task page at phone width
     page.set_viewport_size(PHONE)
@@ -126,6 +135,24 @@ def test_an_owner_replies_cancels_edits_disables_deletes_and_invites(
     screenshot(page, "25-phone-agent")
     page.set_viewport_size({"width": 1280, "height": 900})
 
+    # Try it, as the owner with no key: the stream shows the agent asking for input, and the
+    # new task is the owner's own
+    expect(page.locator("#tryit input[type=password]")).to_have_count(0)
+    page.fill("#tryit-text", "from Try it")
+    page.click("#tryit-send")
+    events = page.locator("#tryit-log li.event")
+    expect(events.last).to_have_attribute("data-state", "TASK_STATE_INPUT_REQUIRED")
+    expect(page.locator("#tryit-status")).to_have_text("Stream ended.")
+    link = page.locator("#tryit-task-link")
+    expect(link).to_be_visible()
+    tried = (link.get_attribute("href") or "").rstrip("/").rpartition("/")[2]
+    assert Task.objects.get(pk=tried).owner == "user:owner"
+    link.click()
+    expect(page.locator("#action-log")).to_contain_text("Sent from Try it (as owner)")
+    expect(page.locator("#action-log")).to_contain_text("“from Try it”")
+    page.go_back()
+    expect(page).to_have_url(f"{base}/console/t/{tenant.slug}/a/asker/")
+
     # edit: a new name and description, on the page and in the card
     page.click("#agent-edit")
     expect(page.locator("#id_slug")).to_have_count(0)
@@ -141,6 +168,8 @@ def test_an_owner_replies_cancels_edits_disables_deletes_and_invites(
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#agent-toggle")
     expect(page.locator("#agent-disabled-note")).to_be_visible()
+    expect(page.locator("#tryit-off-note")).to_contain_text("This agent is disabled")
+    expect(page.locator("#tryit-form")).to_have_count(0)
     screenshot(page, "27-agent-disabled")
     wait_until(
         lambda: "error" in _agent_answer(live_platform, asker, key),
@@ -151,16 +180,16 @@ def test_an_owner_replies_cancels_edits_disables_deletes_and_invites(
 
     # delete: the page says what goes with it; the slug is typed; the agent and tasks are gone
     page.click("#agent-delete")
-    expect(page.locator('#delete-counts [data-count="tasks"]')).to_have_text("1")
+    expect(page.locator('#delete-counts [data-count="tasks"]')).to_have_text("2")
     time.sleep(1.5)  # a deletion waits A2A_AUTH_CACHE_SECONDS (1) after disabling
     page.fill("#confirm-slug", "asker")
     screenshot(page, "28-agent-delete")
     page.click("#delete-agent [type=submit]")
     expect(page).to_have_url(f"{base}/console/")
-    expect(page.locator(".messages")).to_contain_text("Agent asker deleted, with its 1 task")
+    expect(page.locator(".messages")).to_contain_text("Agent asker deleted, with its 2 tasks")
     expect(page.locator(f'a[href="/console/t/{tenant.slug}/a/asker/"]')).to_have_count(0)
     assert not Agent.objects.filter(pk=asker.pk).exists()
-    assert not Task.objects.filter(pk=asked["id"]).exists()
+    assert not Task.objects.filter(pk__in=[asked["id"], tried]).exists()
     assert Task.objects.filter(pk=running["id"]).exists()  # the other agent's task stays
 
     # people: invite someone new as a member; the link is shown once

@@ -1,26 +1,38 @@
 """The console acting, not only looking: an agent edited, disabled, enabled and deleted (with
-what happens to its tasks), the people of a tenant added, invited, re-roled and removed, and a
-job revoked; each refused to those who may not, and each refusal a message that says why."""
+what happens to its tasks), the people of a tenant added, invited, re-roled and removed, a job
+revoked, and tasks canceled, replied to and started from Try it as the person logged in (and
+recorded); each refused to those who may not, and each refusal a message that says why."""
 
 from __future__ import annotations
 
 import html
+import json
 import re
+import uuid
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
+from a2a.types import TaskState
 from django.conf import settings
-from django.test import override_settings
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.db import transaction
+from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import timezone
 
+from agents.auth import Principal
 from agents.cache import forget_all
 from agents.models import Agent, ApiKey, Membership
 from agents.services import api_key_create
 from tasks_app.models import Task
+from tests.factories import task_create
 
+from ..e2e.helpers import Target, rpc_send, rpc_send_nonblocking, wait_until
 from .test_agent_pages import agent_url
+from .test_tasks_pages import console_login, parse_sse
 
 pytestmark = pytest.mark.django_db
 
@@ -423,3 +435,391 @@ def test_the_admin_keeps_the_consoles_rules_for_deleting_agents_and_the_last_own
     assert client.get(reverse("admin:agents_membership_delete", args=[owner.pk])).status_code == 403
     owner.refresh_from_db()
     assert owner.role == "owner"
+
+
+# --- acting on tasks as the person logged in -------------------------------------------------
+#
+# Cancel, Reply and Try it call the A2A operations with the person as the caller. The
+# operations read and write on the process's database threads (a2a_platform.db), each on a
+# connection of its own: the tests that reach them commit their data (transaction=True). A
+# worker of the session's live platform may then run what they queue: each such test holds
+# whether or not one does.
+
+SOMEONE_ELSE = Principal(owner="key:someone-else")  # an API key's principal, not the person's
+
+
+def _key_task(agent: Agent, state: int) -> Task:
+    """A task an API key's client started, moved to `state` as a worker moves it, in one
+    transaction: a worker of the session's live platform hears of its run at the commit only,
+    and finds it taken."""
+    with transaction.atomic():
+        return task_create(agent, state=state, principal=SOMEONE_ELSE)
+
+
+def _action_url(task: Task, name: str) -> str:
+    return reverse(name, kwargs={"tenant_slug": task.tenant.slug, "task_id": str(task.pk)})
+
+
+def _try_url(agent: Agent) -> str:
+    return agent_url(agent, "console:agent-try")
+
+
+def _post_json(client, url: str, body: Any = None, **headers: str):
+    raw = body if isinstance(body, str) else json.dumps(body if body is not None else {})
+    return client.post(url, raw, content_type="application/json", **headers)
+
+
+def _records(task: Task) -> list[tuple[str, int, str]]:
+    entries = LogEntry.objects.filter(
+        content_type__app_label="tasks_app", content_type__model="task", object_id=str(task.pk)
+    ).order_by("action_time", "id")
+    return [(e.user.username, e.action_flag, e.change_message) for e in entries]
+
+
+def test_a_member_may_not_cancel_or_reply_and_another_tenant_gets_404(client, world):
+    # given: a task of tenant A that asks for input, started through a key
+    task = _key_task(world["agent_a"], TaskState.TASK_STATE_INPUT_REQUIRED)
+    messages_before = task.messages.count()
+
+    # a member of A is refused, with the reason, in the page's JSON
+    client.force_login(world["member_a"])
+    for name, body in (("console:task-cancel", {}), ("console:task-reply", {"text": "hi"})):
+        response = _post_json(client, _action_url(task, name), body)
+        assert response.status_code == 403, (name, response.content)
+        assert response.json() == {
+            "ok": False,
+            "message": f"Only owners of tenant {task.tenant.slug!r} (or operators) can do "
+            "this; you are a member.",
+        }
+    page = client.get(_action_url(task, "console:task")).content.decode()
+    assert 'id="actions"' not in page and 'id="actions-note"' in page
+
+    # a person of tenant B gets 404 for A's task and A's agent, as for what does not exist
+    client.force_login(world["owner_b"])
+    for name, body in (("console:task-cancel", {}), ("console:task-reply", {"text": "hi"})):
+        response = _post_json(client, _action_url(task, name), body)
+        assert response.status_code == 404, (name, response.content)
+        assert response.json() == {"ok": False, "message": "No such task."}
+    response = _post_json(client, _try_url(world["agent_a"]), {"text": "hi"})
+    assert response.status_code == 404 and response.json()["message"] == "No such agent."
+    unknown = reverse(
+        "console:task-cancel",
+        kwargs={"tenant_slug": task.tenant.slug, "task_id": str(uuid.uuid4())},
+    )
+    assert _post_json(client, unknown).status_code == 404
+
+    # nothing changed, nothing was recorded; a GET is not an action
+    task.refresh_from_db()
+    assert task.state == "TASK_STATE_INPUT_REQUIRED" and not task.cancel_requested
+    assert task.messages.count() == messages_before
+    assert _records(task) == []
+    client.force_login(world["owner_a"])
+    assert client.get(_action_url(task, "console:task-cancel")).status_code == 405
+
+
+@pytest.mark.django_db(transaction=True)
+def test_posts_without_the_csrf_token_are_refused_and_the_a2a_endpoint_refuses_cookies(world):
+    # given: an owner's browser session, which checks CSRF as a browser's does
+    task = _key_task(world["agent_a"], TaskState.TASK_STATE_INPUT_REQUIRED)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(world["owner_a"])
+    urls = [
+        _action_url(task, "console:task-cancel"),
+        _action_url(task, "console:task-reply"),
+        _try_url(world["agent_a"]),
+    ]
+
+    # without the token: refused before anything is done
+    for url in urls:
+        response = _post_json(browser, url, {"text": "hi"})
+        assert response.status_code == 403, (url, response.status_code)
+        assert "CSRF" in response.content.decode(), url
+    task.refresh_from_db()
+    assert task.state == "TASK_STATE_INPUT_REQUIRED" and _records(task) == []
+
+    # with the token the task page carries, as task_actions.js sends it: done
+    page = browser.get(_action_url(task, "console:task")).content.decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    response = _post_json(
+        browser, _action_url(task, "console:task-cancel"), {}, HTTP_X_CSRFTOKEN=token
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == "TASK_STATE_CANCELED"
+
+    # the agent's own endpoint takes no cookie: the session is not a credential there
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+    }
+    answer = browser.post(
+        f"/a2a/{task.tenant.slug}/{task.agent.slug}/",
+        send,
+        content_type="application/json",
+        HTTP_A2A_VERSION="1.0",
+    )
+    assert answer.status_code == 401 and "private" in answer.json()["error"]["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_owner_replies_and_an_operator_cancels_and_both_are_recorded(client, world, make_agent):
+    # given: a task of tenant A that asks for input, started through an API key, of an agent
+    # that then works for an hour (so a worker, if one takes the reply, is still on it)
+    agent = make_agent(
+        world["a"], "patient", config={"input_required": True, "delay_seconds": 3600}
+    )
+    task = _key_task(agent, TaskState.TASK_STATE_INPUT_REQUIRED)
+
+    # the owner replies: the reply is the task's next message, for the agent's next turn
+    client.force_login(world["owner_a"])
+    response = _post_json(client, _action_url(task, "console:task-reply"), {"text": "more, please"})
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    assert answer["ok"] and answer["task"]["id"] == str(task.pk)
+    assert answer["recorded"]["by"] == "owner_a"
+    assert "Replied (as owner)" in answer["recorded"]["what"]
+    texts = [m.data["parts"] for m in task.messages.filter(role="ROLE_USER").order_by("position")]
+    assert texts == [[{"text": "hi"}], [{"text": "more, please"}]]
+    task.refresh_from_db()
+    assert task.owner == "key:someone-else"  # still the client's task
+
+    # an operator cancels it: at once if no run holds it, else once the worker stopped it
+    client.force_login(world["operator"])
+    response = _post_json(client, _action_url(task, "console:task-cancel"))
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == "TASK_STATE_CANCELED"
+    assert response.json()["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+    task.refresh_from_db()
+    assert task.state == "TASK_STATE_CANCELED"
+
+    # who did what, and when: in the admin log, on the task page and in the admin's history
+    records = _records(task)
+    assert [(who, flag) for who, flag, _ in records] == [("owner_a", CHANGE), ("operator", CHANGE)]
+    assert re.fullmatch(
+        r"Replied \(as owner\), message [0-9a-f-]{36}: “more, please”", records[0][2]
+    )
+    assert records[1][2] == "Canceled the task (as operator)."
+    client.force_login(world["member_a"])
+    page = client.get(_action_url(task, "console:task")).content.decode()
+    log = re.search(r'<ol class="action-log" id="action-log">(.*?)</ol>', page, re.S).group(1)
+    assert log.index("owner_a") < log.index("operator")
+    assert "Replied (as owner)" in log and "more, please" in log
+    assert "Canceled the task (as operator)." in log
+    operator = world["operator"]
+    operator.is_superuser = True
+    operator.save()
+    client.force_login(operator)
+    history = client.get(reverse("admin:tasks_app_task_history", args=[task.pk]))
+    assert history.status_code == 200
+    assert "Canceled the task (as operator)." in history.content.decode()
+
+    # a canceled task is not canceled again, nor replied to: said, not recorded
+    response = _post_json(client, _action_url(task, "console:task-cancel"))
+    assert response.status_code == 400
+    assert response.json()["message"] == (
+        f"Task {task.pk} is already TASK_STATE_CANCELED; only unfinished tasks can be canceled."
+    )
+    response = _post_json(client, _action_url(task, "console:task-reply"), {"text": "late"})
+    assert response.status_code == 400 and "accepts no more messages" in response.json()["message"]
+    assert len(_records(task)) == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "message"),
+    [
+        ("text=hi", "application/x-www-form-urlencoded", 415, "Send the message as JSON"),
+        ("{not json", "application/json", 400, "The body is not valid JSON"),
+        ('["hi"]', "application/json", 400, 'a JSON object with the message as "text"'),
+        ('{"text": 5}', "application/json", 400, 'a JSON object with the message as "text"'),
+        ('{"text": "  "}', "application/json", 400, "Type a message to send."),
+        ('{"text": "a\\u0000b"}', "application/json", 400, "must not contain U+0000 (NUL)"),
+        ('{"text": "\\ud800"}', "application/json", 400, "lone UTF-16 surrogate"),
+    ],
+)
+def test_bad_input_is_answered_clearly_and_sends_nothing(
+    client, world, body, content_type, status, message
+):
+    # (refused before any operation: nothing here needs to be committed)
+    task = _key_task(world["agent_a"], TaskState.TASK_STATE_INPUT_REQUIRED)
+    tasks_before = Task.objects.count()
+    client.force_login(world["owner_a"])
+    for url in (_action_url(task, "console:task-reply"), _try_url(world["agent_a"])):
+        response = client.post(url, body, content_type=content_type)
+        assert response.status_code == status, (url, response.content)
+        assert response["Content-Type"] == "application/json"
+        assert message in response.json()["message"], response.json()
+    assert Task.objects.count() == tasks_before
+    assert task.messages.count() == 1 and _records(task) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_over_the_bound_is_refused_as_the_a2a_endpoint_refuses_it(
+    client, world, settings
+):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2000  # the setting A2A_MAX_REQUEST_BYTES sets
+    agent = world["agent_a"]
+    task = _key_task(agent, TaskState.TASK_STATE_INPUT_REQUIRED)
+    text = "x" * 3000
+    client.force_login(world["owner_a"])
+    for url in (_action_url(task, "console:task-reply"), _try_url(agent)):
+        response = _post_json(client, url, {"text": text})
+        assert response.status_code == 413, (url, response.content)
+        assert response.json()["message"] == (
+            "The message is too large: a request may carry at most 2000 bytes "
+            "(A2A_MAX_REQUEST_BYTES), as on the agent's A2A endpoints."
+        )
+    key = api_key_create(tenant=agent.tenant, name="k")[1]
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}},
+    }
+    a2a = client.post(
+        f"/a2a/{agent.tenant.slug}/{agent.slug}/",
+        send,
+        content_type="application/json",
+        HTTP_A2A_VERSION="1.0",
+        HTTP_X_API_KEY=key,
+    )
+    assert a2a.status_code == 413
+    assert task.messages.count() == 1 and _records(task) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_task_takes_no_reply(client, world):
+    agent = world["agent_a"]
+    running = _key_task(agent, TaskState.TASK_STATE_WORKING)
+    client.force_login(world["owner_a"])
+    response = _post_json(client, _action_url(running, "console:task-reply"), {"text": "hurry"})
+    assert response.status_code == 400
+    assert "the agent is still on it" in response.json()["message"]
+    assert _records(running) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_disabled_agent_offers_no_try_it_refuses_sends_and_its_tasks_can_still_be_canceled(
+    client, world
+):
+    agent = world["agent_a"]
+    task = _key_task(agent, TaskState.TASK_STATE_INPUT_REQUIRED)
+    client.force_login(world["owner_a"])
+    assert 'id="tryit-form"' in client.get(agent_url(agent)).content.decode()
+    client.post(agent_url(agent, "console:agent-active"), {"active": "false"})
+
+    # the agent's page has a note instead of Try it; the endpoint refuses
+    page = client.get(agent_url(agent)).content.decode()
+    assert 'id="tryit"' not in page and "tryit.js" not in page
+    note = re.search(r'id="tryit-off-note">(.*?)</p>', page, re.S).group(1)
+    assert "This agent is disabled: it takes no messages" in note
+    tasks_before = Task.objects.count()
+    response = _post_json(client, _try_url(agent), {"text": "hello?"})
+    assert response.status_code == 409
+    assert response.json()["message"] == (
+        "Agent alpha is disabled: it takes no messages until an owner enables it again on its page."
+    )
+    assert Task.objects.count() == tasks_before
+
+    # its task: no reply (a note on the page, a refusal from the endpoint), but a cancel
+    page = client.get(_action_url(task, "console:task")).content.decode()
+    assert 'id="reply-form"' not in page and 'id="reply-off-note"' in page
+    assert 'id="cancel-form"' in page
+    response = _post_json(client, _action_url(task, "console:task-reply"), {"text": "more"})
+    assert response.status_code == 409 and "Agent alpha is disabled" in response.json()["message"]
+    response = _post_json(client, _action_url(task, "console:task-cancel"))
+    assert response.status_code == 200 and response.json()["state"] == "TASK_STATE_CANCELED"
+    assert [m for _, _, m in _records(task)] == ["Canceled the task (as owner)."]
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_owners_and_members_act_as_themselves_on_the_live_platform(
+    live_platform, make_tenant, make_agent, make_key, django_user_model
+):
+    # given: a tenant with an owner and a member, a private agent that asks for input and a
+    # slow one, and tasks of both started by an API key's principal
+    tenant = make_tenant()
+    for name, role in (("live-owner", "owner"), ("live-member", "member")):
+        person = django_user_model.objects.create_user(name, password=f"pw-{name}")
+        Membership.objects.create(user=person, tenant=tenant, role=role)
+    asker = make_agent(tenant, "asker", config={"input_required": True})
+    slow = make_agent(tenant, "slow", config={"delay_seconds": 60})
+    key = make_key(tenant, principal="a-client")
+    base = live_platform.url
+    with httpx.Client(timeout=60) as http:
+        asked = rpc_send(http, Target(live_platform.agent_url(asker), key, asker), "first")["task"]
+        running = rpc_send_nonblocking(
+            http, Target(live_platform.agent_url(slow), key, slow), "take your time"
+        )
+    assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
+    wait_until(
+        lambda: Task.objects.get(pk=running).state == "TASK_STATE_WORKING",
+        what="the slow agent to start working",
+    )
+
+    # the member uses Try it: a task of their own, streamed as it happens, and recorded
+    with httpx.Client(timeout=60) as http:
+        console_login(http, base, "live-member", "pw-live-member")
+        token = _page_token(http, f"{base}/console/t/{tenant.slug}/a/asker/")
+        headers = {"X-CSRFToken": token, "Accept": "text/event-stream"}
+        with http.stream(
+            "POST",
+            f"{base}/console/t/{tenant.slug}/a/asker/try/",
+            json={"text": "hi"},
+            headers=headers,
+        ) as response:
+            assert response.status_code == 200, response.read()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            read = parse_sse(list(response.iter_lines()))
+        # but may not cancel or reply
+        for action, body in (("cancel", {}), ("reply", {"text": "no"})):
+            refused = http.post(
+                f"{base}/console/t/{tenant.slug}/tasks/{asked['id']}/{action}/",
+                json=body,
+                headers={"X-CSRFToken": token},
+            )
+            assert refused.status_code == 403 and "you are a member" in refused.json()["message"]
+    frames = [e["data"] for e in read.events]
+    tried = frames[0]["task"]
+    assert tried["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert [e["id"] for e in read.events][0] == f"{tried['id']}:1"
+    assert frames[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert Task.objects.get(pk=tried["id"]).owner == "user:live-member"
+    (record,) = _records(Task.objects.get(pk=tried["id"]))
+    assert record[:2] == ("live-member", ADDITION)
+    assert record[2].startswith("Sent from Try it (as member), message ") and "“hi”" in record[2]
+
+    # the owner replies to the key's task, which the agent then finishes, and cancels the
+    # running one, which the agent stops
+    with httpx.Client(timeout=60) as http:
+        console_login(http, base, "live-owner", "pw-live-owner")
+        token = _page_token(http, f"{base}/console/t/{tenant.slug}/tasks/{asked['id']}/")
+        replied = http.post(
+            f"{base}/console/t/{tenant.slug}/tasks/{asked['id']}/reply/",
+            json={"text": "second"},
+            headers={"X-CSRFToken": token},
+        )
+        assert replied.status_code == 200, replied.text
+        canceled = http.post(
+            f"{base}/console/t/{tenant.slug}/tasks/{running}/cancel/",
+            json={},
+            headers={"X-CSRFToken": token},
+        )
+        assert canceled.status_code == 200, canceled.text
+        assert canceled.json()["state"] == "TASK_STATE_CANCELED"
+    wait_until(
+        lambda: Task.objects.get(pk=asked["id"]).state == "TASK_STATE_COMPLETED",
+        what="the agent to finish the task after the console's reply",
+    )
+    done = Task.objects.get(pk=asked["id"])
+    assert done.status_message["parts"] == [{"text": "Echoed: first\nsecond"}]
+    assert done.owner == "key:a-client"
+    assert [r[:2] for r in _records(done)] == [("live-owner", CHANGE)]
+    assert _records(Task.objects.get(pk=running))[0][2] == "Canceled the task (as owner)."
+
+
+def _page_token(http: httpx.Client, url: str) -> str:
+    page = http.get(url)
+    assert page.status_code == 200, (url, page.status_code)
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)

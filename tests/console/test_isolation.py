@@ -3,9 +3,9 @@
 Every route of the console is listed here with the URL of an object of tenant A. Each is first
 shown to be real: tenant A's owner gets the page (200, after the redirect a POST answers with).
 Then an owner of tenant B gets 404 for it (the same answer as for something that does not
-exist), a member of A gets the page or, for owner-only actions, 403, and filters naming A's
-agent show B nothing. A console route missing from the table fails the test, so a new page
-cannot skip the check.
+exist), a member of A gets the page (where members act too, the owner's answer) or, for
+owner-only actions, 403, and filters naming A's agent show B nothing. A console route missing
+from the table fails the test, so a new page cannot skip the check.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from a2a.types import TaskState
+from django.contrib.admin.models import LogEntry
 from django.db import transaction
 from django.http import HttpResponse
 from django.test import Client
@@ -37,12 +38,15 @@ def scene(world, make_agent):
     died; the membership of A's member."""
     a = world["a"]
     agent = make_agent(a, "secret-agent")
-    task = task_create(
-        agent,
-        state=TaskState.TASK_STATE_COMPLETED,
-        context_id="ctx-of-a",
-        principal=Principal(owner="owner-of-a"),
-    )
+    # Made in one transaction: where the scene is committed (OPERATION_ROUTES), a worker of the
+    # session's live platform hears of the task's run at the commit only, and finds it over.
+    with transaction.atomic():
+        task = task_create(
+            agent,
+            state=TaskState.TASK_STATE_COMPLETED,
+            context_id="ctx-of-a",
+            principal=Principal(owner="owner-of-a"),
+        )
     event = task.events.order_by("-seq").first()
     config = PushConfig.objects.create(task=task, config_id="c1", url="https://example.com/hook")
     delivery = Delivery.objects.create(
@@ -128,6 +132,19 @@ OBJECT_ROUTES: dict[str, tuple[Callable[[dict[str, Any]], str], tuple[str, ...]]
         ),
         ("get",),
     ),
+    "task-cancel": (
+        lambda w: reverse(
+            "console:task-cancel", kwargs={"tenant_slug": w["a"].slug, "task_id": w["task"].pk}
+        ),
+        ("post",),
+    ),
+    "task-reply": (
+        lambda w: reverse(
+            "console:task-reply", kwargs={"tenant_slug": w["a"].slug, "task_id": w["task"].pk}
+        ),
+        ("post",),
+    ),
+    "agent-try": (lambda w: reverse("console:agent-try", kwargs=_kw(w)), ("post",)),
     "delivery": (
         lambda w: reverse("console:delivery", kwargs={"delivery_id": w["delivery"].pk}),
         ("get",),
@@ -154,6 +171,8 @@ OWNER_ONLY = {
     "key-create",
     "key-revoke",
     "delivery-redeliver",
+    "task-cancel",
+    "task-reply",
 }
 
 
@@ -175,7 +194,14 @@ POST_DATA: dict[str, dict[str, str]] = {
 OWNER_REFUSED: dict[str, tuple[int, str]] = {
     "agent-delete": (400, "is active: disable it first"),
     "agent-test-connection": (400, "reaches no outside service"),
+    # A's task is completed; the posts here carry a form, where the page's scripts send JSON.
+    "task-cancel": (400, "is already TASK_STATE_COMPLETED"),
+    "task-reply": (415, "Send the message as JSON"),
+    "agent-try": (415, "Send the message as JSON"),
 }
+# Routes whose owner's request reaches an A2A operation, which reads on a database connection
+# of its own (a2a_platform.db): their scene is committed for it to see.
+OPERATION_ROUTES = {"task-cancel"}
 
 
 def _console_route_names() -> set[str]:
@@ -205,7 +231,15 @@ def _as_owner(client: Client, method: str, url: str, data: dict[str, str]) -> Ht
     return response
 
 
-@pytest.mark.parametrize("route", sorted(OBJECT_ROUTES))
+@pytest.mark.parametrize(
+    "route",
+    [
+        pytest.param(r, marks=pytest.mark.django_db(transaction=True))
+        if r in OPERATION_ROUTES
+        else r
+        for r in sorted(OBJECT_ROUTES)
+    ],
+)
 def test_another_tenants_object_is_404_on_every_route(client, scene, route):
     url_of, methods = OBJECT_ROUTES[route]
     url, data = url_of(scene), POST_DATA.get(route, {})
@@ -223,7 +257,10 @@ def test_another_tenants_object_is_404_on_every_route(client, scene, route):
         assert response.status_code == 404, (method, url, response.status_code)
     client.force_login(scene["member_a"])
     response = client.get(url) if "get" in methods else client.post(url)
-    assert response.status_code in (200, 403), (url, response.status_code)
+    if route in OWNER_REFUSED and route not in OWNER_ONLY:  # members act too: as the owner
+        assert response.status_code == OWNER_REFUSED[route][0], (url, response.status_code)
+    else:
+        assert response.status_code in (200, 403), (url, response.status_code)
     if response.status_code == 403:  # owner-only actions: A's member is refused, not 404
         assert route in OWNER_ONLY
     scene["key"].refresh_from_db()
@@ -233,6 +270,9 @@ def test_another_tenants_object_is_404_on_every_route(client, scene, route):
     scene["agent"].refresh_from_db()
     assert scene["agent"].is_active and scene["agent"].name == "Secret-Agent"
     assert Membership.objects.filter(pk=scene["membership"].pk, role="member").exists()
+    scene["task"].refresh_from_db()
+    assert scene["task"].state == "TASK_STATE_COMPLETED"
+    assert not LogEntry.objects.filter(object_id=str(scene["task"].pk)).exists()  # nothing done
 
 
 @pytest.mark.parametrize("route", sorted(LIST_ROUTES))

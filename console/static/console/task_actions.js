@@ -1,51 +1,68 @@
-// The task page's actions: cancel the task, and reply when the agent asked for input. Both go
-// through the agent's own JSON-RPC endpoint (A2A 1.0), as the Try-it console does, with the
-// API key typed here (kept for the tab, shared with Try it). The live stream (task.js) shows
-// what follows; this only says whether the agent accepted the request.
+// The task page's actions, as the person logged in: cancel the task, and reply when the agent
+// asked for input. Both POST to the console's own endpoints with the session and its CSRF
+// token; the answer says whether the platform took the request, and the live stream (task.js)
+// shows what follows. Each action taken is added to the page's list of console actions.
 (function () {
   "use strict";
   const box = document.getElementById("actions");
   if (!box) return;
-  const keyInput = document.getElementById("action-key");
-  const cancelButton = document.getElementById("cancel-task");
-  const replyForm = document.getElementById("reply-form");
+  const cancelForm = document.getElementById("cancel-form");
+  const replyForm = document.getElementById("reply-form"); // absent while the agent is disabled
   const replyText = document.getElementById("reply-text");
   const status = document.getElementById("action-status");
-  const storageKey = "tryit-key:" + box.dataset.endpoint;
+  const actionLog = document.getElementById("action-log");
   const terminal = new Set(box.dataset.terminalStates.split(/\s+/).filter(Boolean));
   const interrupted = new Set(box.dataset.interruptedStates.split(/\s+/).filter(Boolean));
-  keyInput.value = sessionStorage.getItem(storageKey) || "";
 
-  async function call(method, params) {
-    const headers = { "Content-Type": "application/json", "A2A-Version": "1.0" };
-    const key = keyInput.value.trim();
-    if (key) {
-      headers["X-API-Key"] = key;
-      sessionStorage.setItem(storageKey, key);
+  async function post(form, body) {
+    const token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+    const response = await fetch(form.action, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRFToken": token },
+      body: JSON.stringify(body),
+    });
+    let answer = null;
+    try { answer = await response.json(); } catch (e) { /* not the console's JSON */ }
+    if (answer && answer.ok) return answer;
+    if (answer && answer.message) throw new Error(answer.message);
+    if (response.redirected || response.status === 403) {
+      throw new Error("the console did not take the request (HTTP " + response.status + "); reload the page, logging in again if asked");
     }
-    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method, params });
-    const response = await fetch(box.dataset.endpoint, { method: "POST", headers, body, credentials: "omit" });
-    let answer;
-    try { answer = await response.json(); } catch (e) { answer = null; }
-    if (answer && answer.error) throw new Error(answer.error.message + " (" + answer.error.code + ")");
-    if (!response.ok || !answer) throw new Error("the agent answered HTTP " + response.status);
-    return answer.result;
+    throw new Error("HTTP " + response.status + " " + response.statusText);
   }
 
   function busy(flag) {
-    cancelButton.disabled = flag;
-    for (const control of replyForm.elements) control.disabled = flag;
+    for (const form of [cancelForm, replyForm]) {
+      if (form) for (const control of form.elements) control.disabled = flag;
+    }
   }
 
-  async function act(what, method, params) {
+  // The record the console kept, as the server renders it in task.html; text only.
+  function addRecord(recorded) {
+    if (!recorded || !actionLog) return;
+    const item = document.createElement("li");
+    const time = document.createElement("time");
+    time.dateTime = recorded.at;
+    time.textContent = recorded.at.replace("T", " ").slice(0, 19);
+    const who = document.createElement("strong");
+    who.textContent = recorded.by;
+    const what = document.createElement("span");
+    what.className = "what";
+    what.textContent = recorded.what;
+    item.append(time, " · ", who, " · ", what);
+    actionLog.append(item);
+    document.getElementById("console-actions").hidden = false;
+  }
+
+  async function act(what, form, body) {
     busy(true);
     status.className = "muted";
     status.textContent = what + "…";
     try {
-      const result = await call(method, params);
-      const task = result.task || result;
-      const state = task && task.status ? task.status.state : "";
-      status.textContent = what + ": accepted" + (state ? "; the task is " + state : "") + ".";
+      const answer = await post(form, body);
+      status.textContent = what + ": accepted; " + answer.message;
+      addRecord(answer.recorded);
       return true;
     } catch (error) {
       status.className = "error";
@@ -56,26 +73,25 @@
     }
   }
 
-  cancelButton.addEventListener("click", function () {
-    if (!window.confirm("Cancel this task? The agent stops working on it; this cannot be undone.")) return;
-    act("Cancel", "CancelTask", { id: box.dataset.taskId });
+  // console.js asked for confirmation first (the form's data-confirm) and stopped the submit
+  // if the answer was no.
+  cancelForm.addEventListener("submit", function (event) {
+    if (event.defaultPrevented) return;
+    event.preventDefault();
+    act("Cancel", cancelForm, {});
   });
 
-  replyForm.addEventListener("submit", async function (event) {
-    event.preventDefault();
-    const message = {
-      messageId: window.consoleMessageId(), role: "ROLE_USER", parts: [{ text: replyText.value }],
-      taskId: box.dataset.taskId, contextId: box.dataset.contextId,
-    };
-    if (await act("Reply", "SendMessage", { message, configuration: { returnImmediately: true } })) {
-      replyText.value = "";
-    }
-  });
+  if (replyForm) {
+    replyForm.addEventListener("submit", async function (event) {
+      event.preventDefault();
+      if (await act("Reply", replyForm, { text: replyText.value })) replyText.value = "";
+    });
+  }
 
   // The controls follow the live state: a reply only while the agent waits for input, nothing
   // once the task is over.
   document.addEventListener("taskstate", function (event) {
     box.hidden = terminal.has(event.detail);
-    replyForm.hidden = !interrupted.has(event.detail);
+    if (replyForm) replyForm.hidden = !interrupted.has(event.detail);
   });
 })();

@@ -1,19 +1,17 @@
-// The agent page's "Try it" console: one SendStreamingMessage (A2A 1.0, JSON-RPC) through the
-// platform's own endpoint, each server-sent event shown as it arrives.
+// The agent page's "Try it" console: the typed text is sent as the person logged in (the
+// console's own endpoint, with the session and its CSRF token), and each event of the task's
+// stream (A2A 1.0 stream responses, as server-sent events) is shown as it arrives.
 (function () {
   "use strict";
   const box = document.getElementById("tryit");
   if (!box) return;
-  const keyInput = document.getElementById("tryit-key");
+  const form = document.getElementById("tryit-form");
   const textInput = document.getElementById("tryit-text");
   const sendButton = document.getElementById("tryit-send");
   const log = document.getElementById("tryit-log");
   const status = document.getElementById("tryit-status");
   const taskLink = document.getElementById("tryit-task-link");
-  const storageKey = "tryit-key:" + box.dataset.endpoint;
-
-  if (keyInput.value) sessionStorage.setItem(storageKey, keyInput.value);
-  else keyInput.value = sessionStorage.getItem(storageKey) || "";
+  const csrfToken = form.querySelector("input[name=csrfmiddlewaretoken]").value;
 
   function textOf(parts) {
     return (parts || []).map((p) => p.text ?? (p.data !== undefined ? JSON.stringify(p.data) : p.filename || p.url || "[file]")).join(" ");
@@ -45,7 +43,7 @@
     const summary = document.createElement("summary");
     summary.textContent = "JSON";
     const pre = document.createElement("pre");
-    pre.textContent = JSON.stringify(raw, null, 2);
+    pre.textContent = typeof raw === "string" ? raw : JSON.stringify(raw, null, 2);
     details.append(summary, pre);
     item.append(head, details);
     log.append(item);
@@ -61,32 +59,44 @@
     let body;
     try { body = JSON.parse(data); } catch (e) { show("unparsable", "", data, data); return; }
     if (body.error) { show("error", "", body.error.message, body); return; }
-    const result = body.result || body;
-    const [kind, state, taskId, text] = describe(result);
+    const [kind, state, taskId, text] = describe(body);
     show(kind, state, text, body);
     linkTask(taskId);
   }
 
-  async function send() {
+  // A refusal before the stream: the console's JSON {"ok": false, "message"}; anything else
+  // (a login page after the session ended, a proxy's error page) is said in a line.
+  async function refusal(response) {
+    const text = await response.text();
+    let body = null;
+    try { body = JSON.parse(text); } catch (e) { /* not JSON */ }
+    if (body && body.message) return body.message;
+    if (response.redirected || response.status === 403) {
+      return "the console did not take the request (HTTP " + response.status + "); reload the page, logging in again if asked.";
+    }
+    return "HTTP " + response.status + " " + response.statusText;
+  }
+
+  async function send(event) {
+    event.preventDefault();
     sendButton.disabled = true;
     log.replaceChildren();
     taskLink.hidden = true;
+    status.className = "muted";
     status.textContent = "Sending…";
-    const headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "A2A-Version": "1.0"};
-    const key = keyInput.value.trim();
-    if (key) { headers["X-API-Key"] = key; sessionStorage.setItem(storageKey, key); }
-    const request = {
-      jsonrpc: "2.0", id: 1, method: "SendStreamingMessage",
-      params: {message: {messageId: window.consoleMessageId(), role: "ROLE_USER", parts: [{text: textInput.value}]}},
-    };
     try {
-      const response = await fetch(box.dataset.endpoint, {method: "POST", headers, body: JSON.stringify(request), credentials: "omit"});
+      const response = await fetch(box.dataset.url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: {"Content-Type": "application/json", "Accept": "text/event-stream", "X-CSRFToken": csrfToken},
+        body: JSON.stringify({text: textInput.value}),
+      });
       const type = response.headers.get("Content-Type") || "";
-      if (!type.startsWith("text/event-stream")) {
-        const text = await response.text();
-        let body; try { body = JSON.parse(text); } catch (e) { body = text; }
-        show("error", "", (body.error && body.error.message) || response.status + " " + response.statusText, body);
-        status.textContent = "The agent answered HTTP " + response.status + ".";
+      if (!response.ok || !type.startsWith("text/event-stream")) {
+        const message = await refusal(response);
+        show("error", "", message, message);
+        status.className = "error";
+        status.textContent = "Not sent: " + message;
         return;
       }
       status.textContent = "Streaming…";
@@ -106,12 +116,12 @@
       }
       status.textContent = "Stream ended.";
     } catch (e) {
+      status.className = "error";
       status.textContent = "Failed: " + e;
     } finally {
       sendButton.disabled = false;
     }
   }
 
-  sendButton.addEventListener("click", send);
-  textInput.addEventListener("keydown", (e) => { if (e.key === "Enter") send(); });
+  form.addEventListener("submit", send);
 })();
