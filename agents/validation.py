@@ -214,10 +214,12 @@ class SkillInput(BaseModel):
     description: Annotated[
         str, StringConstraints(min_length=1, max_length=limits.SKILL_DESCRIPTION)
     ]
+    # REQUIRED by the spec, as id, name and description are: a card with a skill without tags
+    # is one the SDK logs as not spec-compliant each time it serves it.
     tags: Annotated[
-        list[Annotated[str, StringConstraints(max_length=limits.SKILL_TAG)]],
-        Field(max_length=limits.SKILL_TAGS),
-    ] = []
+        list[Annotated[str, StringConstraints(min_length=1, max_length=limits.SKILL_TAG)]],
+        Field(min_length=1, max_length=limits.SKILL_TAGS),
+    ]
     examples: Annotated[
         list[Annotated[str, StringConstraints(max_length=limits.SKILL_EXAMPLE)]],
         Field(max_length=limits.SKILL_EXAMPLES),

@@ -78,6 +78,8 @@ def rule_of(error: ErrorDetails, *, known: Collection[str] = ()) -> str:
         if actual is None and isinstance(value, list | dict):
             actual = len(value)
         has = f" (it has {_count(actual)})" if actual is not None else ""
+        if kind == "too_short" and limit == 1:
+            return f"must have at least one item{has}"
         return f"must have {bound} {_count(limit)} items{has}"
     if kind == "greater_than_equal":
         return f"must be greater than or equal to {_count(ctx.get('ge'))}"

@@ -25,7 +25,13 @@ def url_of(length: int) -> str:
 
 
 def skill(number: int, **fields: Any) -> dict[str, Any]:
-    return {"id": f"s{number}", "name": f"Skill {number}", "description": "Does a thing.", **fields}
+    return {
+        "id": f"s{number}",
+        "name": f"Skill {number}",
+        "description": "Does a thing.",
+        "tags": ["demo"],
+        **fields,
+    }
 
 
 def refused(excinfo: pytest.ExceptionInfo[ValidationError]) -> dict[str, str]:

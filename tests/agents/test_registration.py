@@ -38,7 +38,7 @@ def test_card_declares_interfaces_security_and_extended_skills(make_tenant, make
         make_tenant("acme"),
         "helper",
         skills=[{"id": "s", "name": "S", "description": "d", "tags": ["t"]}],
-        extended_skills=[{"id": "x", "name": "X", "description": "d", "tags": []}],
+        extended_skills=[{"id": "x", "name": "X", "description": "d", "tags": ["x"]}],
     )
     card = agent_card_json(agent)
     url = "https://agents.example.com/a2a/acme/helper/"

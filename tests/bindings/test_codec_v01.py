@@ -496,7 +496,7 @@ def test_card_in_v01_shape(make_tenant, make_agent):
                 "inputModes": ["text/plain"],
                 "outputModes": ["application/json"],
             },
-            {"id": "s2", "name": "Plain", "description": "d", "tags": []},
+            {"id": "s2", "name": "Plain", "description": "d", "tags": ["plain"]},
         ],
         extended_skills=[{"id": "x", "name": "X", "description": "d", "tags": ["t"]}],
     )
@@ -526,7 +526,7 @@ def test_card_in_v01_shape(make_tenant, make_agent):
                 "inputModes": ["text/plain"],
                 "outputModes": ["application/json"],
             },
-            {"id": "s2", "name": "Plain", "description": "d", "tags": []},
+            {"id": "s2", "name": "Plain", "description": "d", "tags": ["plain"]},
         ],
     }
     assert f"/a2a/{agent.tenant.slug}/helper/?" in card["url"]
