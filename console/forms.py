@@ -50,7 +50,8 @@ class AgentRegistrationForm(AgentKindFormMixin, forms.ModelForm):
         help_texts = {
             "slug": "The agent's name in its URLs: /a2a/<tenant>/<slug>/.",
             "skills": 'JSON list of AgentSkill objects: [{"id": ..., "name": ..., '
-            '"description": ...}].',
+            '"description": ..., "tags": [...]}]; empty: the card lists one skill made of the '
+            "agent's name and description.",
             "default_input_modes": 'JSON list of media types, e.g. ["text/plain"].',
             "default_output_modes": 'JSON list of media types, e.g. ["text/plain"].',
         }
