@@ -178,16 +178,26 @@ def nice_ticks(top: float, target: int = 4, *, whole: bool = False) -> list[floa
 WIDTH, HEIGHT = 580, 244
 LEFT, RIGHT, TOP, BOTTOM = 64, 14, 48, 46
 LEGEND_Y = 24
-# Characters of the title that fit on its line (12 px bold, wide letters); a longer title is cut
-# in the middle, and the whole one is the chart's <title> (its tooltip).
+# Characters of the title that fit on its line (12 px bold, wide letters). A longer title is cut
+# in the middle of its subject (a title reads "<subject>: <what>", and the what tells the charts
+# apart), and the whole one is the chart's <title> (its tooltip).
 TITLE_CHARS = 70
 
 
-def _fit(text: str, chars: int) -> str:
+def _cut(text: str, chars: int) -> str:
+    """`text` in at most `chars` characters, its middle replaced by an ellipsis if need be."""
     if len(text) <= chars:
         return text
     head = (chars - 1) // 2
     return text[:head] + "…" + text[len(text) - (chars - 1 - head) :]
+
+
+def _fit(title: str, chars: int) -> str:
+    subject, sep, what = title.partition(": ")
+    room = chars - len(sep) - len(what)
+    if len(title) <= chars or not sep or room < 12:
+        return _cut(title, chars)
+    return _cut(subject, room) + sep + what
 
 
 @dataclass(frozen=True)

@@ -628,13 +628,20 @@ def test_latency_chart_writes_its_ticks_in_the_unit_under_its_axis():
     assert charts.duration_unit(60) == ("minutes", 60.0)
 
 
-def test_a_long_chart_title_is_cut_in_the_middle_and_whole_in_the_tooltip():
-    title = "t" + "x" * 200 + ": latency, created to finished"
-    svg = charts.bar_chart(title=title, x_labels=["a"], values=[1], y_label="n", name="made")
-    shown = re.search(r'<text class="chart-title"[^>]*>([^<]*)</text>', svg).group(1)
-    assert len(shown) == charts.TITLE_CHARS and shown.startswith("txxx") and "…" in shown
-    assert shown.endswith("latency, created to finished")
-    assert f"<title>{title}</title>" in svg
+def test_a_long_chart_title_is_cut_in_its_subject_and_whole_in_the_tooltip():
+    def shown(title: str) -> str:
+        svg = charts.bar_chart(title=title, x_labels=["a"], values=[1], y_label="n", name="made")
+        assert f"<title>{html.escape(title)}</title>" in svg
+        return re.search(r'<text class="chart-title"[^>]*>([^<]*)</text>', svg).group(1)
+
+    # the subject (an agent's path) loses its middle; what the chart shows stays whole
+    what = ": error rate (failed + rejected of finished)"
+    cut = shown("t" + "x" * 200 + "y" + what)
+    assert len(cut) == charts.TITLE_CHARS and cut.endswith("xy" + what)
+    assert cut.startswith("txxx") and cut.count("…") == 1
+    # a title with no subject, or too long a what, is cut in its middle
+    plain = shown("a" * 100 + "b" * 100)
+    assert len(plain) == charts.TITLE_CHARS and plain.startswith("aaa") and plain.endswith("bbb")
     short = charts.bar_chart(title="t: made", x_labels=["a"], values=[1], y_label="n", name="m")
     assert '<text class="chart-title" x="64" y="16">t: made</text>' in short
 
