@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import partial
 
 from django.utils.html import escape
 
@@ -141,6 +142,18 @@ def format_count(value: float) -> str:
     return f"{value:,.0f}"
 
 
+# The units of a duration axis, largest first: (name on the axis, seconds in one).
+DURATION_UNITS = (("hours", 3600.0), ("minutes", 60.0), ("seconds", 1.0), ("milliseconds", 0.001))
+
+
+def duration_unit(top: float) -> tuple[str, float]:
+    """The unit an axis of durations up to `top` seconds is written in: the largest in which
+    `top` is at least one (as format_seconds names a single value), seconds for no data."""
+    if top <= 0:
+        return "seconds", 1.0
+    return next((u for u in DURATION_UNITS if top >= u[1]), DURATION_UNITS[-1])
+
+
 def nice_ticks(top: float, target: int = 4, *, whole: bool = False) -> list[float]:
     """0 and a few round values (1, 2, 2.5 or 5 times a power of ten) up to at least `top`;
     `whole` keeps every step a whole number (counts)."""
@@ -165,6 +178,26 @@ def nice_ticks(top: float, target: int = 4, *, whole: bool = False) -> list[floa
 WIDTH, HEIGHT = 580, 244
 LEFT, RIGHT, TOP, BOTTOM = 64, 14, 48, 46
 LEGEND_Y = 24
+# Characters of the title that fit on its line (12 px bold, wide letters). A longer title is cut
+# in the middle of its subject (a title reads "<subject>: <what>", and the what tells the charts
+# apart), and the whole one is the chart's <title> (its tooltip).
+TITLE_CHARS = 70
+
+
+def _cut(text: str, chars: int) -> str:
+    """`text` in at most `chars` characters, its middle replaced by an ellipsis if need be."""
+    if len(text) <= chars:
+        return text
+    head = (chars - 1) // 2
+    return text[:head] + "…" + text[len(text) - (chars - 1 - head) :]
+
+
+def _fit(title: str, chars: int) -> str:
+    subject, sep, what = title.partition(": ")
+    room = chars - len(sep) - len(what)
+    if len(title) <= chars or not sep or room < 12:
+        return _cut(title, chars)
+    return _cut(subject, room) + sep + what
 
 
 @dataclass(frozen=True)
@@ -186,14 +219,14 @@ def _frame(
     fmt: Callable[[float], str],
     legend: Sequence[str],
 ) -> list[str]:
-    """The chart's box: title, horizontal grid with y tick labels, x labels, legend."""
+    """The chart's box: title, horizontal grid with y tick labels (`fmt`), x labels, legend."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     top_tick = ticks[-1]
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'width="{WIDTH}" height="{HEIGHT}" role="img">',
         f"<title>{escape(title)}</title>",
-        f'<text class="chart-title" x="{LEFT}" y="16">{escape(title)}</text>',
+        f'<text class="chart-title" x="{LEFT}" y="16">{escape(_fit(title, TITLE_CHARS))}</text>',
     ]
     for tick in ticks:
         y = TOP + plot_h - plot_h * tick / top_tick
@@ -241,19 +274,28 @@ def line_chart(
     series: Sequence[Series],
     y_label: str,
     fmt: Callable[[float], str] = format_count,
+    y_unit: float | None = None,
 ) -> str:
     """Lines over buckets, one per series, broken where a bucket has no value (None). Each
-    point carries its value as a tooltip (<title>) and a data-value attribute."""
+    point carries its value as a tooltip (<title>, by `fmt`) and a data-value attribute.
+
+    The y ticks are written by `fmt`; with `y_unit` (how many of the values' units one axis
+    unit is) they are round numbers of that unit, written bare, and `y_label` names it."""
     if any(len(s.values) != len(x_labels) for s in series):
         raise ValueError("every series needs one value per x label")
     present = [v for s in series for v in s.values if v is not None]
-    ticks = nice_ticks(max(present, default=0.0))
+    top = max(present, default=0.0)
+    if y_unit is None:
+        ticks, tick_fmt = nice_ticks(top), fmt
+    else:
+        ticks = [t * y_unit for t in nice_ticks(top / y_unit)]
+        tick_fmt = partial(_in_unit, unit=y_unit)
     parts = _frame(
         title=title,
         x_labels=x_labels,
         ticks=ticks,
         y_label=y_label,
-        fmt=fmt,
+        fmt=tick_fmt,
         legend=[s.name for s in series],
     )
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -292,6 +334,22 @@ def line_chart(
     return "".join(parts)
 
 
+def latency_chart(*, title: str, x_labels: Sequence[str], series: Sequence[Series]) -> str:
+    """A line chart of durations in seconds: its axis in the one unit that suits the longest
+    (milliseconds to hours), named under the axis; each point's tooltip says its own value with
+    its unit."""
+    present = [v for s in series for v in s.values if v is not None]
+    name, size = duration_unit(max(present, default=0.0))
+    return line_chart(
+        title=title,
+        x_labels=x_labels,
+        series=series,
+        y_label=name,
+        fmt=format_seconds,
+        y_unit=size,
+    )
+
+
 def bar_chart(
     *,
     title: str,
@@ -323,6 +381,10 @@ def bar_chart(
         parts.append(_no_data())
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _in_unit(value: float, *, unit: float) -> str:
+    return f"{value / unit:.6g}"
 
 
 def _no_data() -> str:

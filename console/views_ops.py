@@ -94,6 +94,8 @@ def job_revoke_view(request: HttpRequest) -> HttpResponse:
 
 DELIVERIES_PER_PAGE = 50
 ATTEMPTS_SHOWN = 200
+# A bad filter value is repeated in the message that explains it, cut to this many characters.
+ECHOED_VALUE_LENGTH = 40
 
 
 def _agent_filter(user: User, value: str) -> Agent | None:
@@ -101,12 +103,25 @@ def _agent_filter(user: User, value: str) -> Agent | None:
     return agent_get_by_path_or_404(user=user, path=value) if value else None
 
 
+def _state_problems(value: str) -> list[str]:
+    """Why `value` cannot filter deliveries by state, as the task list says it of its filters:
+    one line naming the field as the page and its URL do; none for a state or no value."""
+    if not value or value in DELIVERY_STATES:
+        return []
+    shown = value if len(value) <= ECHOED_VALUE_LENGTH else value[:ECHOED_VALUE_LENGTH] + "…"
+    return [
+        f"State (state): {shown} is not a delivery state; pick one from the list "
+        f"({', '.join(DELIVERY_STATES)})."
+    ]
+
+
 @login_required
 def deliveries(request: HttpRequest) -> HttpResponse:
     agent = _agent_filter(request.user, request.GET.get("agent", "").strip())
     state = request.GET.get("state", "")
-    if state not in DELIVERY_STATES:
-        state = ""
+    problems = _state_problems(state)
+    if problems:
+        state = ""  # the counts by state stay; the table shows nothing, not every delivery
     found = delivery_page_get(
         user=request.user,
         agent=agent,
@@ -120,6 +135,7 @@ def deliveries(request: HttpRequest) -> HttpResponse:
         {
             **found,
             "state": state,
+            "problems": problems,
             "agent_value": agent_path(agent) if agent else "",
             "agent_choices": agent_path_list(user=request.user),
         },
@@ -213,12 +229,10 @@ def _agent_chart(agent: Agent, stats: AgentStats, labels: list[str]) -> AgentCha
             )
         ),
         mark_safe(
-            charts.line_chart(
+            charts.latency_chart(
                 title=f"{name}: latency, created to finished",
                 x_labels=labels,
                 series=[charts.Series(f"p{q}", series.latency[q]) for q in charts.PERCENTILES],
-                y_label="seconds",
-                fmt=charts.format_seconds,
             )
         ),
         mark_safe(

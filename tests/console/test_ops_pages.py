@@ -334,6 +334,31 @@ def test_deliveries_filter_by_state_and_agent(client, world, deliveries):
     assert client.get(url, {"agent": f"{world['b'].slug}/beta"}).status_code == 404
 
 
+def test_a_bad_state_filter_is_explained_on_the_page_and_shows_no_rows(client, world, deliveries):
+    client.force_login(world["operator"])
+    url = reverse("console:deliveries")
+    for value in ("gone", "<b>DEAD</b>", "x" * 5000):
+        response = client.get(url, {"state": value})
+        assert response.status_code == 200, value[:50]
+        body = response.content.decode()
+        box = re.search(r'<ul class="messages" id="filter-errors">(.*?)</ul>', body, re.S)
+        assert box is not None, value[:50]
+        assert "<b>" not in box.group(1)  # the value is escaped, never markup
+        problem = html.unescape(re.sub(r"<[^>]+>", "", box.group(1))).strip()
+        shown = value if len(value) <= 40 else value[:40] + "…"
+        assert problem == (
+            f"State (state): {shown} is not a delivery state; pick one from the list "
+            "(pending, sending, delivered, dead)."
+        )
+        # no rows rather than every delivery, and the counts by state are still there
+        assert "data-delivery=" not in body and "No deliveries shown: fix the filter" in body
+        assert 'data-state="dead" data-count="2"' in body
+    # a good state after a bad one filters as before, with no message
+    body = page(client, url, state="dead")
+    assert 'id="filter-errors"' not in body
+    assert str(deliveries["dead_a"].pk) in body and str(deliveries["pending_a"].pk) not in body
+
+
 def test_a_delivery_page_shows_its_attempts(client, world, deliveries):
     dead = deliveries["dead_a"]
     attempt = DeliveryAttempt.objects.get(delivery=dead)
@@ -474,6 +499,25 @@ def test_charts_follow_the_range_and_the_agent_filter(client, world, known_tasks
     assert client.get(url, {"agent": beta}).status_code == 404
 
 
+def y_axis(svg: str) -> tuple[str, list[str]]:
+    """A chart's axis label and its y tick labels (right-aligned, bottom up)."""
+    label = re.search(r'<text class="axis-label"[^>]*>([^<]*)</text>', svg)
+    assert label is not None
+    return label.group(1), re.findall(r'<text class="tick"[^>]*text-anchor="end">([^<]*)<', svg)
+
+
+def test_the_latency_axis_is_labelled_in_the_unit_of_its_ticks(client, world, known_tasks):
+    client.force_login(world["operator"])
+    body = page(client, reverse("console:charts"), range="7d")
+    for agent, unit, ticks in (
+        (f"{world['a'].slug}/alpha", "seconds", ["0", "2", "4", "6", "8"]),  # 1..8 s
+        (f"{world['b'].slug}/beta", "minutes", ["0", "0.5", "1", "1.5", "2"]),  # 100 s
+    ):
+        section = re.search(rf'data-agent="{agent}">(.*?)</section>', body, re.S).group(1)
+        latency = next(svg for svg in re.findall(r"<svg.*?</svg>", section, re.S) if "p50" in svg)
+        assert y_axis(latency) == (unit, ticks), agent
+
+
 def test_charts_read_at_most_a_sample_of_durations_per_bucket(client, world, monkeypatch):
     from console import views_ops
 
@@ -562,6 +606,44 @@ def test_line_chart_escapes_text_breaks_at_gaps_and_carries_values():
     assert '<rect x="' in svg  # the legend's swatch
     with pytest.raises(ValueError):
         charts.line_chart(title="t", x_labels=["a"], series=[charts.Series("s", [])], y_label="")
+
+
+def test_latency_chart_writes_its_ticks_in_the_unit_under_its_axis():
+    def chart(*values: float | None) -> str:
+        labels = [str(i) for i in range(len(values))]
+        return charts.latency_chart(
+            title="t", x_labels=labels, series=[charts.Series("p50", list(values))]
+        )
+
+    # under a second: milliseconds, round ones, with no unit on each tick
+    fast = chart(0.12, None, 0.8)
+    assert y_axis(fast) == ("milliseconds", ["0", "200", "400", "600", "800"])
+    # each point's tooltip still says its own value with its unit; data-value stays seconds
+    assert "<title>2 p50: 800 ms</title>" in fast and 'data-value="0.8"' in fast
+    assert y_axis(chart(1.5, 7.93)) == ("seconds", ["0", "2", "4", "6", "8"])
+    assert y_axis(chart(100.0)) == ("minutes", ["0", "0.5", "1", "1.5", "2"])
+    assert y_axis(chart(5 * 3600.0)) == ("hours", ["0", "2", "4", "6"])
+    assert y_axis(chart(None, None)) == ("seconds", ["0", "1"])  # no data
+    assert charts.duration_unit(59.9) == ("seconds", 1.0)
+    assert charts.duration_unit(60) == ("minutes", 60.0)
+
+
+def test_a_long_chart_title_is_cut_in_its_subject_and_whole_in_the_tooltip():
+    def shown(title: str) -> str:
+        svg = charts.bar_chart(title=title, x_labels=["a"], values=[1], y_label="n", name="made")
+        assert f"<title>{html.escape(title)}</title>" in svg
+        return re.search(r'<text class="chart-title"[^>]*>([^<]*)</text>', svg).group(1)
+
+    # the subject (an agent's path) loses its middle; what the chart shows stays whole
+    what = ": error rate (failed + rejected of finished)"
+    cut = shown("t" + "x" * 200 + "y" + what)
+    assert len(cut) == charts.TITLE_CHARS and cut.endswith("xy" + what)
+    assert cut.startswith("txxx") and cut.count("…") == 1
+    # a title with no subject, or too long a what, is cut in its middle
+    plain = shown("a" * 100 + "b" * 100)
+    assert len(plain) == charts.TITLE_CHARS and plain.startswith("aaa") and plain.endswith("bbb")
+    short = charts.bar_chart(title="t: made", x_labels=["a"], values=[1], y_label="n", name="m")
+    assert '<text class="chart-title" x="64" y="16">t: made</text>' in short
 
 
 def test_bar_chart_draws_one_bar_per_bucket_and_says_when_empty():
