@@ -29,6 +29,10 @@ logger = logging.getLogger(__name__)
 
 # The pages whose posts the console's limit bounds: the console's forms and the admin's.
 LIMITED_PATHS = ("/console/", "/admin/")
+# What Django parses into request.POST (CSRF's check reads it): a form. A JSON body (the
+# console's Try it and Reply) is read by its view, within the A2A bindings' own bound, since
+# it carries a message as they do.
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 class ConsoleBodyTooBig(RequestDataTooBig):
@@ -42,7 +46,7 @@ class ConsoleBodyTooBig(RequestDataTooBig):
 
 
 class ConsoleBodyLimit:
-    """Refuses a console or admin request whose body is larger than
+    """Refuses a console or admin form whose body is larger than
     A2A_CONSOLE_MAX_REQUEST_BYTES before anything parses it; placed before the middleware
     that reads forms (CSRF). A body with a Content-Length is refused unread; one sent in
     chunks (no Content-Length) is read first, within DATA_UPLOAD_MAX_MEMORY_SIZE as Django
@@ -53,7 +57,7 @@ class ConsoleBodyLimit:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith(LIMITED_PATHS):
+        if request.path.startswith(LIMITED_PATHS) and request.content_type in FORM_TYPES:
             limit = settings.A2A_CONSOLE_MAX_REQUEST_BYTES
             try:
                 size = int(request.META.get("CONTENT_LENGTH") or 0)

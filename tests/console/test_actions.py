@@ -688,6 +688,21 @@ def test_a_message_over_the_bound_is_refused_as_the_a2a_endpoint_refuses_it(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_message_is_bounded_as_on_the_a2a_endpoints_not_as_a_console_form(
+    client, world, settings
+):
+    # The console's forms have a smaller bound (A2A_CONSOLE_MAX_REQUEST_BYTES); a message sent
+    # from the console is a message, bounded as the A2A bindings bound it.
+    settings.A2A_CONSOLE_MAX_REQUEST_BYTES = 1000
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4000
+    task = _key_task(world["agent_a"], TaskState.TASK_STATE_INPUT_REQUIRED)
+    client.force_login(world["owner_a"])
+    response = _post_json(client, _action_url(task, "console:task-reply"), {"text": "x" * 3000})
+    assert response.status_code == 200, response.content
+    assert task.messages.count() == 2 and len(_records(task)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_running_task_takes_no_reply(client, world):
     agent = world["agent_a"]
     running = _key_task(agent, TaskState.TASK_STATE_WORKING)
