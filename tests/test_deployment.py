@@ -341,6 +341,106 @@ def test_compose_defaults_are_the_settings_defaults(tmp_path):
         assert not changed, f"compose's default for {key} changes {changed}"
 
 
+def _documented_compose_settings() -> dict[str, set[str]]:
+    """docs/production.md's list of what compose passes: {the bullet's label: its names}."""
+    guide = (ROOT / "docs" / "production.md").read_text()
+    section = guide.split("### Where they go with docker compose", 1)[1].split("\n###", 1)[0]
+    bullets = re.findall(r"^- (.*?)(?=^- |^\s*$)", section, re.M | re.S)
+    return {
+        bullet.split(":", 1)[0].split(" (")[0].strip(): set(
+            re.findall(r"`([A-Z][A-Z0-9_]*)`", bullet.split(":", 1)[1])
+        )
+        for bullet in bullets
+    }
+
+
+def test_the_production_guide_lists_every_setting_compose_passes():
+    documented = _documented_compose_settings()
+    environments = [service["environment"] for service in platform_services().values()]
+    keys = {key for environment in environments for key in environment}
+    values = {key: str(value) for environment in environments for key, value in environment.items()}
+    only_when_set = {key for e in environments for key, value in e.items() if value is None}
+    own_defaults = {key for key, v in values.items() if re.fullmatch(r"\$\{\w+:-[^}]*\}", v)}
+    required = {
+        var for v in values.values() for var, op, _ in INTERPOLATION.findall(v) if op == ":?"
+    }
+    assert documented["passed on only when set"] == only_when_set
+    assert (
+        documented["with compose's own defaults, for a trial on the same machine"] == own_defaults
+    )
+    assert documented["required"] == required
+    fixed = keys - only_when_set - own_defaults - required
+    assert documented["fixed"] - required == fixed
+    postgres = " ".join(compose()["services"]["postgres"]["command"])
+    assert documented["for the `postgres` service"] == set(re.findall(r"\$\{(\w+)", postgres))
+
+
+# PostgreSQL's reserve for superusers (superuser_reserved_connections: 3 unless set, and the
+# compose file does not set it), and how many one-off processes at once (migrate, beat's
+# healthcheck, `docker compose run`) the compose file keeps room for.
+SUPERUSER_RESERVED_CONNECTIONS = 3
+ONE_OFF_PROCESSES = 10
+
+
+def one_thread_pool(pool_min: int, pool_max: int) -> int:
+    """The connections of a process that uses the database from one thread at a time."""
+    return min(pool_max, pool_min + 1)
+
+
+def compose_connections(pool_min: int, pool_max: int) -> tuple[int, int]:
+    """How many connections compose's long-running services can open, as (per web process,
+    all the rest): each process's pool caps it at pool_max. runweb itself and beat use the
+    database from one thread at a time (beat: its start, then one tick record at a time):
+    their pools hold the minimum and the one more that psycopg_pool opens for a first request
+    that finds none ready yet (3 each, as counted on a running platform)."""
+    per_web_process = rest = 0
+    for name, service in platform_services().items():
+        command = service["command"]
+        if name == "migrate":
+            assert command[2] == "migrate"  # a one-off: it ends before the others start
+        elif command[:3] == ["python", "manage.py", "runweb"]:
+            per_web_process += pool_max
+            rest += one_thread_pool(pool_min, pool_max)
+        elif command[:3] in (
+            ["python", "manage.py", "rungrpc"],
+            ["python", "manage.py", "celeryworker"],
+        ):
+            rest += pool_max
+        elif command[:4] == ["celery", "-A", "a2a_platform", "beat"]:
+            rest += one_thread_pool(pool_min, pool_max)
+        else:
+            raise AssertionError(f"{name}: how many connections does {command} open?")
+    return per_web_process, rest
+
+
+def test_compose_postgres_has_room_for_every_connection_the_platform_opens(tmp_path):
+    setting = next(
+        word for word in compose()["services"]["postgres"]["command"] if "max_connections=" in word
+    )
+    max_connections = int(_default(setting.partition("=")[2]))
+    environment = resolved_environment(platform_services()["web"], _required_samples())
+    (loaded,) = load_settings([{"A2A_VAR_DIR": str(tmp_path), **environment}])
+    pool = ast.literal_eval(loaded["DATABASES"])["default"]["OPTIONS"]["pool"]
+    per_web_process, rest = compose_connections(pool["min_size"], pool["max_size"])
+    one_offs = ONE_OFF_PROCESSES * one_thread_pool(pool["min_size"], pool["max_size"])
+    room = max_connections - SUPERUSER_RESERVED_CONNECTIONS - one_offs
+    fits = (room - rest) // per_web_process
+
+    def at_most(web_processes: int) -> int:
+        return per_web_process * web_processes + rest
+
+    # Hosts of up to 16 cores (a web process each) run compose as it is.
+    assert fits >= 16, f"{max_connections} connections fit only {fits} web processes"
+    assert at_most(fits) <= room < at_most(fits + 1)
+    # The numbers as the compose file's comment and section 4 of the guide write them.
+    guide = " ".join((ROOT / "docs" / "production.md").read_text().split())
+    for text in (" ".join(compose_text().replace("#", "").split()), guide):
+        assert f"up to {fits} web processes" in text
+        assert f"{at_most(2)} on 2 cores" in text
+        assert f"{max_connections}" in text and f"{one_offs} for one-off" in text
+    assert f"{at_most(8)} on 8, {at_most(16)} on 16" in guide
+
+
 def test_every_long_running_service_has_a_healthcheck_the_code_answers():
     from celery.utils.nodenames import host_format
 
