@@ -397,8 +397,12 @@ class Image:
     workdir: str = "/"
     env: dict[str, str] = field(default_factory=dict)
     cmd: list[str] = field(default_factory=list)
-    user: str = "root"
     build: str = ""  # what was built on `venv`, to tell whether it is still there
+
+    def installed(self) -> bool:
+        """Whether `venv` still holds this image (a later build replaces what it installed)."""
+        marker = self.venv / "built"
+        return marker.exists() and marker.read_text() == self.build
 
     @property
     def site_packages(self) -> Path:
@@ -429,6 +433,7 @@ class Image:
     ) -> subprocess.CompletedProcess[str]:
         """`argv` in a container of this image: from its WORKDIR (or `cwd`), with `env` and
         nothing else."""
+        assert self.installed(), "another image was built on this one's virtualenv since"
         return subprocess.run(
             argv,
             cwd=self.path(cwd or self.workdir),
@@ -440,6 +445,7 @@ class Image:
         )
 
     def start(self, argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+        assert self.installed(), "another image was built on this one's virtualenv since"
         return subprocess.Popen(
             argv,
             cwd=self.path(self.workdir),
@@ -459,41 +465,45 @@ class Builder:
     its directories) are done by hand instead. Like docker build's cache, the dependency layer
     (the first RUN that installs) is built once: a later build with the same instructions and
     copied files up to it starts from it again, pip uninstalling whatever a build since then
-    added on top (its project or an executor package)."""
+    added on top (its project or an executor package). USER is not emulated: the processes
+    run as this test's user."""
 
     def __init__(self, workspace: Path, wheelhouse: Path) -> None:
         self.workspace = workspace
         self.wheelhouse = wheelhouse
-        self.builds = 0
         # cache key of a dependency layer -> (its virtualenv, its distributions)
         self.layers: dict[str, tuple[Path, set[str]]] = {}
+        self.images: dict[Path, Image] = {}
+        self.builds = 0
 
-    def build(self, context: Path, dockerfile: str | None = None) -> Image:
-        text = dockerfile if dockerfile is not None else (context / "Dockerfile").read_text()
+    def build(self, context: Path) -> Image:
+        """The image of the Dockerfile in `context`; built again only if a build since has
+        replaced it on its virtualenv."""
+        if (built := self.images.get(context)) and built.installed():
+            return built
         self.builds += 1
         image = Image(root=self.workspace / f"image-{self.builds}", venv=Path())
+        image.path("/root").mkdir(parents=True)  # HOME
+        text = (context / "Dockerfile").read_text()
         self._execute(image, dockerfile_instructions(text), build_context(context))
+        self.images[context] = image
         return image
 
     def derive(self, base: Image, dockerfile: str, context: Path, name: str) -> Image:
         """An image `FROM <base>`: the base's files and Python, the instructions on top."""
         instructions = dockerfile_instructions(dockerfile)
         assert instructions[0].keyword == "FROM" and instructions[0].arguments == name
-        assert base.build == self.current(base.venv), "the base image is no longer installed"
+        assert base.installed(), "the base image is no longer installed"
         derived = Image(
             root=base.root,
             venv=base.venv,
             workdir=base.workdir,
             env=dict(base.env),
             cmd=list(base.cmd),
-            user=base.user,
             build=base.build,
         )
         self._execute(derived, instructions[1:], build_context(context), layers=False)
         return derived
-
-    def current(self, venv: Path) -> str:
-        return (venv / "built").read_text() if (venv / "built").exists() else ""
 
     def _execute(
         self,
@@ -529,6 +539,7 @@ class Builder:
                         shutil.copy2(context[path], image.path(to), follow_symlinks=False)
                         key.update(f"{path}\0".encode() + context[path].read_bytes())
                 case "RUN":
+                    assert not arguments.startswith("["), "RUN's exec form is not emulated"
                     if SYSTEM_STEP.sub("", arguments).replace("&&", "").strip() == "":
                         # The user and the directories it owns: made here without a user.
                         for folder in re.findall(r"mkdir -p ([^&|;]+)", arguments):
@@ -551,14 +562,13 @@ class Builder:
                     if layers and not cached:
                         self.layers[layer] = (image.venv, self._distributions(image.venv))
                         cached = True
-                case "USER":
-                    image.user = arguments
                 case "CMD":
                     image.cmd = json.loads(arguments)
-                case "EXPOSE" | "LABEL":
+                case "EXPOSE" | "LABEL" | "USER":
                     pass
                 case _:
                     raise AssertionError(f"{instruction.keyword} is not emulated here")
+        assert image.venv != Path(), "the Dockerfile installs nothing"
         image.build = key.hexdigest()
         (image.venv / "built").write_text(image.build)
 
@@ -637,10 +647,7 @@ def builder(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) -> Build
 @pytest.fixture
 def image(builder: Builder) -> Image:
     """The platform's image, built from the checkout (again if a test built another since)."""
-    built = getattr(builder, "platform", None)
-    if built is None or builder.current(built.venv) != built.build:
-        built = builder.platform = builder.build(ROOT)
-    return built
+    return builder.build(ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -703,6 +710,8 @@ def migrated(image: Image, image_database: dict[str, str]) -> subprocess.Complet
 
 
 MIGRATED: dict[str, subprocess.CompletedProcess[str]] = {}
+# The required secrets, one set for the whole module: what migrate encrypts, later commands
+# decrypt with the same A2A_ENCRYPTION_KEYS.
 SAMPLES: dict[str, str] = {}
 
 
