@@ -812,13 +812,20 @@ def test_the_image_checks_migrates_and_serves_from_its_own_files(
     runweb = image.start(command, web, log)
     try:
         _wait_for_port(port, runweb, log)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=60) as answer:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=90) as answer:
             status, body = answer.status, json.loads(answer.read())
     finally:
-        stop_process(runweb)
+        # runweb passes SIGTERM on and waits for its daphne processes (their drain): given the
+        # time, no daphne outlives it.
+        runweb.terminate()
+        try:
+            runweb.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            stop_process(runweb)
     assert status == 200 and body["status"] == "ready", (body, log.read_text()[-4000:])
     assert set(body["checks"].values()) == {"ok"}, body
     assert "Traceback" not in log.read_text(), log.read_text()[-4000:]
+    assert runweb.returncode == 0, log.read_text()[-4000:]  # it drained and stopped
 
 
 def fenced(text: str, language: str) -> list[str]:
