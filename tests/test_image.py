@@ -42,6 +42,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from .conftest import _free_port, _wait_for_port, require, stop_process
+from .e2e.helpers import poll
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -771,7 +772,8 @@ def test_the_image_checks_migrates_and_serves_from_its_own_files(
 ) -> None:
     # Two daphne processes (compose's default is one per core): the path of many, with the
     # memory of a many-core machine's runner bounded.
-    web = image.environment(compose_environment("web"), image_database, {"A2A_WEB_PROCESSES": "2"})
+    processes = {"A2A_WEB_PROCESSES": "2"}
+    web = image.environment(compose_environment("web"), image_database, processes)
     app = image.path(image.workdir)
 
     # Nothing of the checkout is on the image's Python's path: the project is imported from
@@ -812,6 +814,12 @@ def test_the_image_checks_migrates_and_serves_from_its_own_files(
     runweb = image.start(command, web, log)
     try:
         _wait_for_port(port, runweb, log)
+        # Every daphne process has started (a stop before that ends one by the signal).
+        listening = processes["A2A_WEB_PROCESSES"]
+        started = poll(
+            lambda: log.read_text().count("Listening on TCP") == int(listening), timeout=90
+        )
+        assert started, log.read_text()[-4000:]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=90) as answer:
             status, body = answer.status, json.loads(answer.read())
     finally:
