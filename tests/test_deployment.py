@@ -129,8 +129,6 @@ def test_pyproject_lists_every_package_the_code_imports():
     """The list pip installs from holds every package of the checkout that the project's code
     imports (bindings is no Django app: INSTALLED_APPS alone did not name it), every app, and
     the packages whose imports lint-imports checks."""
-    import ast
-
     packages = set(_project_packages())
     local = {p.name for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.py"))}
     imported: dict[str, str] = {}
