@@ -6,8 +6,8 @@ the test database, real beat processes and the live platform's Celery workers.""
 
 from __future__ import annotations
 
+import ast
 import contextlib
-import fnmatch
 import importlib
 import importlib.metadata
 import io
@@ -119,15 +119,51 @@ def test_compose_settings_are_ones_the_platform_reads_and_secrets_are_not_inline
 
 
 def _project_packages() -> list[str]:
-    """The project's own apps (and the settings package), as INSTALLED_APPS names them."""
-    apps = [app.split(".")[0] for app in settings.INSTALLED_APPS]
-    return ["a2a_platform", *(app for app in apps if (ROOT / app / "__init__.py").exists())]
+    """The project's own packages: pyproject.toml's list, which pip installs (the image too)."""
+    from .test_image import project_packages
+
+    return project_packages()
 
 
-def test_dockerfile_copies_every_package():
-    dockerfile = (ROOT / "Dockerfile").read_text()
+def test_pyproject_lists_every_package_the_code_imports():
+    """The list pip installs from holds every package of the checkout that the project's code
+    imports (bindings is no Django app: INSTALLED_APPS alone did not name it), every app, and
+    the packages whose imports lint-imports checks."""
+    packages = set(_project_packages())
+    local = {p.name for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    imported: dict[str, str] = {}
+    for package in packages:
+        for source in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(source.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                else:
+                    continue
+                for name in names:
+                    imported.setdefault(name.split(".")[0], str(source.relative_to(ROOT)))
+    missing = {name: where for name, where in imported.items() if name in local - packages}
+    assert not missing, f"imported but not in pyproject.toml's package list: {missing}"
+    apps = {app.split(".")[0] for app in settings.INSTALLED_APPS}
+    assert {app for app in apps if (ROOT / app).is_dir()} <= packages
+    linted = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert set(linted["root_packages"]) == packages
+
+
+def test_the_image_gets_every_package_pyproject_lists_whole():
+    """What the Dockerfile's COPY instructions take from the build context (.dockerignore
+    applied) holds every file of every package pip installs."""
+    from .test_image import copied_files
+
+    copied = {path for path in copied_files(ROOT).values()}
     for package in _project_packages():
-        assert f"COPY {package} " in dockerfile
+        files = {
+            path.relative_to(ROOT).as_posix()
+            for path in (ROOT / package).rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts
+        }
+        assert files and files <= copied, f"{package}: {sorted(files - copied)[:5]} left out"
 
 
 def test_every_package_and_its_templates_and_static_files_are_installed():
@@ -303,6 +339,106 @@ def test_compose_defaults_are_the_settings_defaults(tmp_path):
         assert not changed, f"compose's default for {key} changes {changed}"
 
 
+def _documented_compose_settings() -> dict[str, set[str]]:
+    """docs/production.md's list of what compose passes: {the bullet's label: its names}."""
+    guide = (ROOT / "docs" / "production.md").read_text()
+    section = guide.split("### Where they go with docker compose", 1)[1].split("\n###", 1)[0]
+    bullets = re.findall(r"^- (.*?)(?=^- |^\s*$)", section, re.M | re.S)
+    return {
+        bullet.split(":", 1)[0].split(" (")[0].strip(): set(
+            re.findall(r"`([A-Z][A-Z0-9_]*)`", bullet.split(":", 1)[1])
+        )
+        for bullet in bullets
+    }
+
+
+def test_the_production_guide_lists_every_setting_compose_passes():
+    documented = _documented_compose_settings()
+    environments = [service["environment"] for service in platform_services().values()]
+    keys = {key for environment in environments for key in environment}
+    values = {key: str(value) for environment in environments for key, value in environment.items()}
+    only_when_set = {key for e in environments for key, value in e.items() if value is None}
+    own_defaults = {key for key, v in values.items() if re.fullmatch(r"\$\{\w+:-[^}]*\}", v)}
+    required = {
+        var for v in values.values() for var, op, _ in INTERPOLATION.findall(v) if op == ":?"
+    }
+    assert documented["passed on only when set"] == only_when_set
+    assert (
+        documented["with compose's own defaults, for a trial on the same machine"] == own_defaults
+    )
+    assert documented["required"] == required
+    fixed = keys - only_when_set - own_defaults - required
+    assert documented["fixed"] - required == fixed
+    postgres = " ".join(compose()["services"]["postgres"]["command"])
+    assert documented["for the `postgres` service"] == set(re.findall(r"\$\{(\w+)", postgres))
+
+
+# PostgreSQL's reserve for superusers (superuser_reserved_connections: 3 unless set, and the
+# compose file does not set it), and how many one-off processes at once (migrate, beat's
+# healthcheck, `docker compose run`) the compose file keeps room for.
+SUPERUSER_RESERVED_CONNECTIONS = 3
+ONE_OFF_PROCESSES = 10
+
+
+def one_thread_pool(pool_min: int, pool_max: int) -> int:
+    """The connections of a process that uses the database from one thread at a time."""
+    return min(pool_max, pool_min + 1)
+
+
+def compose_connections(pool_min: int, pool_max: int) -> tuple[int, int]:
+    """How many connections compose's long-running services can open, as (per web process,
+    all the rest): each process's pool caps it at pool_max. runweb itself and beat use the
+    database from one thread at a time (beat: its start, then one tick record at a time):
+    their pools hold the minimum and the one more that psycopg_pool opens for a first request
+    that finds none ready yet (3 each, as counted on a running platform)."""
+    per_web_process = rest = 0
+    for name, service in platform_services().items():
+        command = service["command"]
+        if name == "migrate":
+            assert command[2] == "migrate"  # a one-off: it ends before the others start
+        elif command[:3] == ["python", "manage.py", "runweb"]:
+            per_web_process += pool_max
+            rest += one_thread_pool(pool_min, pool_max)
+        elif command[:3] in (
+            ["python", "manage.py", "rungrpc"],
+            ["python", "manage.py", "celeryworker"],
+        ):
+            rest += pool_max
+        elif command[:4] == ["celery", "-A", "a2a_platform", "beat"]:
+            rest += one_thread_pool(pool_min, pool_max)
+        else:
+            raise AssertionError(f"{name}: how many connections does {command} open?")
+    return per_web_process, rest
+
+
+def test_compose_postgres_has_room_for_every_connection_the_platform_opens(tmp_path):
+    setting = next(
+        word for word in compose()["services"]["postgres"]["command"] if "max_connections=" in word
+    )
+    max_connections = int(_default(setting.partition("=")[2]))
+    environment = resolved_environment(platform_services()["web"], _required_samples())
+    (loaded,) = load_settings([{"A2A_VAR_DIR": str(tmp_path), **environment}])
+    pool = ast.literal_eval(loaded["DATABASES"])["default"]["OPTIONS"]["pool"]
+    per_web_process, rest = compose_connections(pool["min_size"], pool["max_size"])
+    one_offs = ONE_OFF_PROCESSES * one_thread_pool(pool["min_size"], pool["max_size"])
+    room = max_connections - SUPERUSER_RESERVED_CONNECTIONS - one_offs
+    fits = (room - rest) // per_web_process
+
+    def at_most(web_processes: int) -> int:
+        return per_web_process * web_processes + rest
+
+    # Hosts of up to 16 cores (a web process each) run compose as it is.
+    assert fits >= 16, f"{max_connections} connections fit only {fits} web processes"
+    assert at_most(fits) <= room < at_most(fits + 1)
+    # The numbers as the compose file's comment and section 4 of the guide write them.
+    guide = " ".join((ROOT / "docs" / "production.md").read_text().split())
+    for text in (" ".join(compose_text().replace("#", "").split()), guide):
+        assert f"up to {fits} web processes" in text
+        assert f"{at_most(2)} on 2 cores" in text
+        assert f"{max_connections}" in text and f"{one_offs} for one-off" in text
+    assert f"{at_most(8)} on 8, {at_most(16)} on 16" in guide
+
+
 def test_every_long_running_service_has_a_healthcheck_the_code_answers():
     from celery.utils.nodenames import host_format
 
@@ -431,63 +567,71 @@ def dockerfile() -> str:
 
 
 def test_dockerfile_copies_what_the_settings_need():
-    copied = set(re.findall(r"^COPY (\S+) ", dockerfile(), re.M))
+    from .test_image import copied_files
+
+    copied = {path.split("/")[0] for path in copied_files(ROOT).values()}
     urlconf_package = settings.ROOT_URLCONF.split(".")[0]
     template_dirs = [Path(d) for t in settings.TEMPLATES for d in t["DIRS"]]
     needed = {urlconf_package, "manage.py", *(p.relative_to(ROOT).parts[0] for p in template_dirs)}
-    if (ROOT / "templates").is_dir():
-        needed.add("templates")
     assert needed <= copied, needed - copied
 
 
 def test_dockerfile_installs_the_pinned_dependencies_before_the_code():
-    text = dockerfile()
-    pinned = re.search(r"pip install -r \S+ -c constraints\.txt", text)
-    assert pinned, "the dependencies are not installed with the pins"
-    assert text.index("COPY pyproject.toml constraints.txt") < pinned.start()
-    # Code changes do not rebuild the dependency layer: the code comes after it.
-    assert pinned.start() < text.index("COPY a2a_platform ")
-    assert re.search(r"pip install --no-deps \.", text[pinned.end() :])
+    from .test_image import dockerfile_instructions
+
+    instructions = [str(i) for i in dockerfile_instructions(dockerfile())]
+    pinned = next(
+        n
+        for n, i in enumerate(instructions)
+        if re.search(r"pip install -r \S+ -c constraints\.txt", i)
+    )
+    assert "tomllib" in instructions[pinned] and "['dependencies']" in instructions[pinned]
+    # Code changes do not rebuild the dependency layer: only the files it reads come before it.
+    copies = [n for n, i in enumerate(instructions) if i.startswith("COPY ")]
+    assert [instructions[n] for n in copies if n < pinned] == [
+        "COPY pyproject.toml constraints.txt ./"
+    ]
+    code = next(n for n in copies if n > pinned)
+    assert instructions[code] == "COPY . ."
+    assert any(
+        i == "RUN pip install --no-deps . && rm -rf build ./*.egg-info" for i in instructions[code:]
+    )
 
 
-def _ignored(path: str, patterns: list[str]) -> bool:
-    """Roughly Docker's rule: a pattern matches the path or a folder it is in, from the build
-    context's root (`**/x`: x anywhere); the last pattern that matches decides."""
-    parts = Path(path).parts
-    folders = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    ignored = False
-    for pattern in patterns:
-        negate = pattern.startswith("!")
-        pattern = pattern.lstrip("!").rstrip("/")
-        if pattern.startswith("**/"):
-            matched = any(fnmatch.fnmatch(part, pattern[3:]) for part in parts)
-        else:
-            matched = any(fnmatch.fnmatch(folder, pattern) for folder in folders)
-        if matched:
-            ignored = not negate
-    return ignored
+# Paths that must never reach an image, whatever the checkout holds beside the code: secrets and
+# operator files kept next to docker-compose.yml (docs/production.md), local state, tests.
+NEVER_IN_THE_IMAGE = (
+    "var/secret_key",  # the embedded profile's key
+    ".env",  # compose's secrets
+    ".env.production",
+    "production.env",  # the override file's settings (docs/production.md, section 3)
+    "docker-compose.override.yml",
+    "a2a-2026-01-31.dump",  # a backup, as section 7 makes it, in the compose directory
+    "tls/a2a.example.com.key",
+    "executors/acme_agents-1.0-py3-none-any.whl",  # a derived image's build context
+    ".venv/bin/python",
+    ".git/config",
+    "test-artifacts/screenshots/a.png",
+    "tests/conftest.py",
+    "docs/production.md",
+    "Dockerfile",
+    "console/__pycache__/models.cpython-311.pyc",
+    "agents/__pycache__/models.cpython-311.pyc",
+    "a2a_platform.egg-info/PKG-INFO",
+    "build/lib/agents/models.py",
+)
 
 
 def test_dockerignore_keeps_secrets_and_local_state_out_and_the_code_in():
-    patterns = [
-        line.strip()
-        for line in (ROOT / ".dockerignore").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    for path in (
-        "var/secret_key",  # the embedded profile's key
-        ".env",  # compose's secrets
-        ".venv/bin/python",
-        ".git/config",
-        "test-artifacts/screenshots/a.png",
-        "tests/conftest.py",
-        "console/__pycache__/models.cpython-311.pyc",
-        "a2a_platform.egg-info/PKG-INFO",
-    ):
-        assert _ignored(path, patterns), f"{path} would go into the image"
-    for source in re.findall(r"^COPY (.+) \S+$", dockerfile(), re.M):
-        for path in source.split():
-            assert not _ignored(path, patterns), f"the Dockerfile copies {path}, which is ignored"
+    from .test_image import build_context, dockerignore_patterns, ignored
+
+    patterns = dockerignore_patterns((ROOT / ".dockerignore").read_text())
+    for path in NEVER_IN_THE_IMAGE:
+        assert ignored(path, patterns), f"{path} would go into the image"
+    # The build context as docker build would send it from this checkout: the packages, the
+    # pins and the entry point, nothing else.
+    tops = {path.split("/")[0] for path in build_context(ROOT)}
+    assert tops == {*_project_packages(), "manage.py", "pyproject.toml", "constraints.txt"}
 
 
 # --- the pins -----------------------------------------------------------------------------------
