@@ -4,7 +4,6 @@ of agents.limits."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection, Iterable
 from typing import Annotated, Any
 
@@ -13,6 +12,8 @@ from django.core.exceptions import ValidationError
 from google.protobuf.json_format import ParseDict, ParseError
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic import ValidationError as PydanticValidationError
+
+from a2a_platform.text import unstorable_text
 
 from . import limits
 from .crypto import DecryptionFailed
@@ -90,28 +91,6 @@ JSON_FIELDS = (
     "default_input_modes",
     "default_output_modes",
 )
-# U+0000, which PostgreSQL cannot store in text or JSON, and a UTF-16 surrogate standing alone
-# (JSON's "\ud800" decodes to one; no UTF-8 can carry it).
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def unstorable_text(value: Any) -> str | None:
-    """What makes a string in a JSON value (its keys included) one the database cannot keep,
-    or None. The bindings check messages the same way (bindings.wire)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if found := _UNSTORABLE.search(item):
-                if found.group() == "\x00":
-                    return "must not contain U+0000 (NUL)"
-                return f"must be Unicode text: U+{ord(found.group()):04X} is a lone surrogate"
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None
 
 
 def agent_form_check(form: Any, cleaned: dict[str, Any], fields: Iterable[str]) -> None:

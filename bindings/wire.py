@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
+
+from a2a_platform.text import unstorable_text
+
+__all__ = ["BadJson", "json_loads", "unstorable_text"]
 
 
 def _reject_constant(name: str) -> Any:
@@ -38,28 +41,3 @@ def json_loads(raw: bytes | str) -> Any:
         raise BadJson(
             "The body is not valid JSON: it is nested too deeply for this server."
         ) from None
-
-
-# U+0000, and a surrogate code point standing alone (a pair in JSON decodes to one character).
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def unstorable_text(value: Any) -> str | None:
-    """What makes a string in a JSON value unstorable (its keys included), or None."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if found := _UNSTORABLE.search(item):
-                char = found.group()
-                return (
-                    "must not contain U+0000 (NUL)"
-                    if char == "\x00"
-                    else f"must be Unicode text: U+{ord(char):04X} is a lone UTF-16 surrogate"
-                )
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None

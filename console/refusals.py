@@ -138,9 +138,8 @@ def request_refused(request: HttpRequest, exception: Exception | None = None) ->
     if request.get_preferred_type(["text/html", "application/json"]) == "application/json":
         response: HttpResponse = JsonResponse({"ok": False, "message": message}, status=status)
     else:
-        template = "413.html" if status == 413 else "400.html"
         context = {"title": title, "message": message, "status": status}
-        response = render(request, template, context, status=status)
+        response = render(request, "400.html", context, status=status)
     # One line instead of Django's record of the exception with its traceback: marked as
     # logged, the response is not logged again.
     log_response(
