@@ -29,7 +29,7 @@ from agents.models import ApiKey
 
 from ..conftest import ROOT
 from .clients import V0_3, V1_0, sdk_client, send, user_message
-from .helpers import wait_until
+from .helpers import raw_send, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -122,18 +122,7 @@ def _demo_key(lines: list[str], tenant: str) -> str:
 
 def _ask(url: str, key: str) -> tuple[int, str]:
     """A blocking SendMessage to `url` with `key`: the HTTP status and the task's state."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": str(uuid.uuid4()),
-                "role": "ROLE_USER",
-                "parts": [{"text": "hi"}],
-            }
-        },
-    }
+    body = raw_send("hi")
     headers = {"X-API-Key": key, "A2A-Version": "1.0"}
     answer = httpx.post(url, json=body, headers=headers, timeout=60)
     if answer.status_code != 200:

@@ -40,6 +40,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..conftest import ROOT, _free_port, _wait_for_port, set_up_if_selected
 from .clients import sdk_client, user_message
+from .helpers import raw_send
 
 pytestmark = pytest.mark.e2e
 
@@ -472,18 +473,7 @@ def test_the_readme_registration_works_as_printed(embedded):
     card = httpx.get(card_url, timeout=10)
     assert card.status_code == 200 and card.json()["name"]
     key = re.search(r"^api key: (\S+)$", printed[2], re.M).group(1)
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": str(uuid.uuid4()),
-                "role": "ROLE_USER",
-                "parts": [{"text": "hi"}],
-            }
-        },
-    }
+    body = raw_send("hi")
     answer = httpx.post(
         card_url.removesuffix(".well-known/agent-card.json"),
         json=body,
@@ -551,18 +541,7 @@ def test_commands_in_another_shell_use_the_settings_make_run_derived(embedded):
     create += ["--kind", "a2a-proxy", "--config", json.dumps({"card_url": card_url})]
     made = _shell([*create, "--secret", f"api_key={embedded.key}"], env)
     assert made.returncode == 0, made.stdout + made.stderr
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": str(uuid.uuid4()),
-                "role": "ROLE_USER",
-                "parts": [{"text": "hi"}],
-            }
-        },
-    }
+    body = raw_send("hi")
     headers = {"X-API-Key": embedded.key, "A2A-Version": "1.0"}
     answer = httpx.post(embedded.base + "echo-front/", json=body, headers=headers, timeout=60)
     assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer.text
