@@ -15,11 +15,13 @@ from django.conf import settings
 from a2a_platform.asgi import A2A_PATH_MIDDLEWARE, application
 
 # What the A2A views have no use for: they authenticate API keys themselves, are CSRF-exempt,
-# and neither read nor set a session, a user or messages.
+# neither read nor set a session, a user or messages, and bound their bodies themselves (the
+# console's body limit is for its forms).
 LEFT_OUT = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "console.refusals.ConsoleBodyLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
 

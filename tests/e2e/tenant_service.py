@@ -38,7 +38,9 @@ class ExampleService:
     def start(self, timeout: float = 10) -> ExampleService:
         self.directory.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, str(EXAMPLE), "--port", str(self.port), "--jwks", self.jwks]
-        command += ["--step-delay", "0.02"] + (["--token", self.token] if self.token else [])
+        # `--token=...` in one word: a random token may start with "-", which argparse would
+        # take for an option of its own.
+        command += ["--step-delay", "0.02"] + ([f"--token={self.token}"] if self.token else [])
         self.proc = subprocess.Popen(command, stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while True:

@@ -31,6 +31,8 @@
     return ["unknown", "", "", ""];
   }
 
+  const HEAD_CHARS = 300;
+
   function show(kind, state, text, raw) {
     const item = document.createElement("li");
     item.className = "event";
@@ -38,7 +40,10 @@
     item.dataset.state = state || "";
     const head = document.createElement("span");
     head.className = "event-head";
-    head.textContent = kind + (state ? " · " + state : "") + (text ? " · " + text : "");
+    // A line per event: a long text is cut here (the JSON below holds it whole), or one long
+    // reply would make the page as long as the reply.
+    const shown = text && text.length > HEAD_CHARS ? text.slice(0, HEAD_CHARS) + "…" : text;
+    head.textContent = kind + (state ? " · " + state : "") + (shown ? " · " + shown : "");
     const details = document.createElement("details");
     const summary = document.createElement("summary");
     summary.textContent = "JSON";
