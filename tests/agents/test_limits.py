@@ -414,6 +414,6 @@ def test_text_the_database_cannot_keep_is_refused_not_failed_on(make_tenant, fie
     message = refused(excinfo)[field]
     assert message in (
         "Text here must not contain U+0000 (NUL).",
-        "Text here must be Unicode text: U+D800 is a lone surrogate.",
+        "Text here must be Unicode text: U+D800 is a lone UTF-16 surrogate.",
     )
     assert not Agent.objects.exists()
