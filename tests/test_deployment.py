@@ -651,25 +651,10 @@ def constraints() -> dict[str, str]:
 
 def _runtime_closure() -> dict[str, set[str]]:
     """Every distribution pyproject.toml's dependencies need here, with the extras asked of it."""
+    from .test_image import distribution_closure
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = [Requirement(r) for r in project["dependencies"]]
-    needed: dict[str, set[str]] = {}
-    while wanted:
-        requirement = wanted.pop()
-        name = canonicalize_name(requirement.name)
-        seen = name in needed
-        extras = needed.setdefault(name, set())
-        new = set(requirement.extras) - extras
-        if seen and not new:
-            continue
-        extras |= new
-        for raw in importlib.metadata.distribution(name).requires or []:
-            dependency = Requirement(raw)
-            if dependency.marker is None or any(
-                dependency.marker.evaluate({"extra": extra}) for extra in extras | {""}
-            ):
-                wanted.append(dependency)
-    return needed
+    return distribution_closure(project["dependencies"])
 
 
 def test_constraints_pin_every_runtime_dependency_at_the_installed_version():

@@ -17,6 +17,7 @@ from agents.executors import agent_executor_build
 from agents.models import Agent
 from agents.services import agent_create, agent_secrets_set
 from tests.agents.sample_executors import GreetingExecutor, OptionsExecutor
+from tests.agents.test_admin_agents import agent_form
 
 SAMPLES = "tests.agents.sample_executors."
 SHOUTING, GREETING = SAMPLES + "ShoutingExecutor", SAMPLES + "GreetingExecutor"
@@ -136,25 +137,8 @@ def test_create_agent_says_it_in_one_line(make_tenant):
 
 def test_the_admin_form_shows_it_on_the_config(make_tenant):
     tenant = make_tenant()
-    form = AgentForm(
-        {
-            "tenant": tenant.pk,
-            "slug": "admin-py",
-            "name": "N",
-            "description": "d",
-            "version": "1",
-            "executor_kind": "python",
-            "executor_config": json.dumps({"class_path": SHOUTING, "init_kwargs": {"loud": True}}),
-            "skills": "[]",
-            "extended_skills": "[]",
-            "default_input_modes": '["text/plain"]',
-            "default_output_modes": '["text/plain"]',
-            "visibility": "private",
-            "anonymous_scope": "isolated",
-            "worker_loss": "fail",
-            "worker_loss_attempts": "3",
-        }
-    )
+    config = {"class_path": SHOUTING, "init_kwargs": {"loud": True}}
+    form = AgentForm(agent_form(tenant, executor_config=json.dumps(config)))
     assert not form.is_valid()
     assert form.errors["executor_config"] == [
         f"init_kwargs: {SHOUTING} takes no keyword argument loud (it takes suffix)."

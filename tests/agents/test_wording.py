@@ -18,6 +18,7 @@ from agents.executors import REGISTRY, executor_config_validate
 from agents.forms import label_of
 from agents.wording import problems, where
 from console.forms import AgentRegistrationForm
+from tests.agents.test_admin_agents import agent_form
 
 # What pydantic says in its own voice; none of it may reach a person.
 PYDANTIC_WORDS = (
@@ -180,24 +181,15 @@ def test_the_console_form_names_each_field_by_its_label(make_tenant, settings):
 @pytest.mark.django_db
 def test_the_admin_form_and_the_command_say_config_errors_plainly(make_tenant):
     tenant = make_tenant()
+    skills = [{"id": "s", "name": "S", "description": "d", "tags": [1]}]
     form = AgentForm(
-        {
-            "tenant": tenant.pk,
-            "slug": "admin-form",
-            "name": "N",
-            "description": "d",
-            "version": "1",
-            "executor_kind": "echo",
-            "executor_config": json.dumps({"delay_seconds": -1, "delay": 2}),
-            "skills": json.dumps([{"id": "s", "name": "S", "description": "d", "tags": [1]}]),
-            "extended_skills": "[]",
-            "default_input_modes": '["text/plain"]',
-            "default_output_modes": '["plain"]',
-            "visibility": "private",
-            "anonymous_scope": "isolated",
-            "worker_loss": "fail",
-            "worker_loss_attempts": "3",
-        }
+        agent_form(
+            tenant,
+            executor_kind="echo",
+            executor_config=json.dumps({"delay_seconds": -1, "delay": 2}),
+            skills=json.dumps(skills),
+            default_output_modes='["plain"]',
+        )
     )
     assert not form.is_valid()
     assert form.errors["executor_config"] == [
