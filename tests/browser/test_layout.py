@@ -27,7 +27,7 @@ from push_app.models import Delivery
 
 from ..e2e.helpers import Target, message, result_of, rpc, wait_until
 from ..e2e.webhook import Receiver
-from .test_console import PASSWORD, Shot, expect
+from .test_console import PASSWORD, Shot, expect, log_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -186,11 +186,7 @@ def test_long_unbroken_text_fits_every_page_at_desktop_and_phone_width(
     django_user_model.objects.create_user(OPERATOR, password=PASSWORD, is_staff=True, email=EMAIL)
     person = django_user_model.objects.create_user(USERNAME, password=PASSWORD, email=EMAIL)
     Membership.objects.create(user=person, tenant=tenant, role="member")
-    page.goto(f"{base}/console/login/")
-    page.fill("#id_username", OPERATOR)
-    page.fill("#id_password", PASSWORD)
-    page.click("form:has(#id_password) [type=submit]")
-    expect(page).to_have_url(f"{base}/console/")
+    log_in(page, base, OPERATOR)
     page.goto(f"{base}/console/t/{tenant.slug}/agents/new/")
     page.fill("#id_slug", AGENT_SLUG)
     page.fill("#id_name", AGENT_NAME)
