@@ -37,7 +37,6 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import Resolver404, resolve
-from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import page_not_found
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message as ProtoMessage
@@ -852,12 +851,10 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """Django's 400, for a request refused before any view ran (a Host header the platform
-    does not serve, which the middleware refuses with DisallowedHost): under /a2a/ in the
-    format of the binding at that path, JSON-RPC's envelope or REST's Status, not Django's
-    HTML page; elsewhere Django's own page."""
-    if not request.path.startswith("/a2a/"):
-        return django_bad_request(request, exception)  # type: ignore[arg-type]
+    """Django's 400 under /a2a/ (a2a_platform.urls.bad_request sends it here), for a request
+    refused before any view ran (a Host header the platform does not serve, which the
+    middleware refuses with DisallowedHost): in the format of the binding at that path,
+    JSON-RPC's envelope or REST's Status, not an HTML page."""
     problem = problem_of(
         InvalidRequestError(
             "The Host header names no host this platform serves."

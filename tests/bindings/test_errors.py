@@ -1,5 +1,6 @@
 """The error translator (bindings.errors) and the handlers that answer requests no view saw
-(bindings.rest.bad_request), each in the binding's own form."""
+(the platform's handler400, which hands /a2a/ paths to bindings.rest.bad_request), each in the
+binding's own form."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 from django.core.exceptions import DisallowedHost, TooManyFieldsSent
 from django.test import RequestFactory
 
+from a2a_platform.urls import bad_request
 from a2a_platform.versions import V0_3
 from bindings.errors import MESSAGE_BYTES, bounded, grpc_status_of, problem_of
-from bindings.rest import bad_request
 from tasks_app.errors import InvalidParamsError
 
 
@@ -76,7 +77,7 @@ def test_a_host_the_platform_does_not_serve_is_answered_in_the_bindings_form(pat
     assert "Host" in error["message"] and "ALLOWED_HOSTS" not in error["message"]
 
 
-def test_outside_a2a_djangos_own_400_page_stays():
+def test_outside_a2a_a_400_is_a_page():
     request = RequestFactory().get("/console/")
     response = bad_request(request, DisallowedHost("x"))
     assert response.status_code == 400 and "text/html" in response["Content-Type"]
