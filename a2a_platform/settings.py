@@ -373,6 +373,16 @@ CELERY_TASK_ROUTES = {
 A2A_WORKER_MAX_RUNS = _positive_int("A2A_WORKER_MAX_RUNS", 1000)
 # On SIGTERM, in-flight runs get this long to finish; then their claims go back to the queue.
 A2A_WORKER_GRACE_SECONDS = _positive_float("A2A_WORKER_GRACE_SECONDS", 20.0)
+# --- Fair share between tenants (docs/limits.md) ---
+# A tenant has at most this many runs handed to the workers at once (queued in the broker or
+# running), times its plan's weight; the rest wait in its own lane in PostgreSQL and are handed
+# over, oldest first, as its runs end. So one tenant's backlog never stands in the broker's
+# queue in front of another tenant's runs. Keep it below A2A_WORKER_MAX_RUNS times the agents
+# workers, so a burst cannot fill every worker; 0 turns lanes off (every run goes to the
+# broker at once, first come first served).
+A2A_LANE_WINDOW = _positive_int("A2A_LANE_WINDOW", 200, allow_zero=True)
+# The plan (by name) of tenants that have none; "" for no limits.
+A2A_DEFAULT_PLAN = env.str("A2A_DEFAULT_PLAN", default="")
 # Threads of a push worker process (each delivery is one blocking HTTP request).
 A2A_PUSH_WORKER_CONCURRENCY = _positive_int("A2A_PUSH_WORKER_CONCURRENCY", 8)
 

@@ -36,6 +36,8 @@ class Principal:
     is_anonymous: bool = False
     can_list: bool = True
     api_key_id: int | None = None
+    # The key's own limits (agents.plans), as (name, value) pairs.
+    key_limits: tuple[tuple[str, int], ...] = ()
 
 
 def hash_secret(secret: str) -> str:
@@ -167,7 +169,10 @@ def principal_for(
     ):
         raise AuthenticationRequired("The API key is not valid for this agent.")
     return Principal(
-        owner=f"key:{key.principal}", is_tenant_admin=key.is_tenant_admin, api_key_id=key.pk
+        owner=f"key:{key.principal}",
+        is_tenant_admin=key.is_tenant_admin,
+        api_key_id=key.pk,
+        key_limits=tuple(sorted((key.limits or {}).items())),
     )
 
 

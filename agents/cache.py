@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
 from django.conf import settings
 
-from .models import Agent, ApiKey
+from . import plans
+from .models import Agent, ApiKey, Plan, Tenant
 from .selectors import agent_get_active, agent_path_at_domain
 
 K = TypeVar("K")
@@ -75,6 +76,8 @@ class KeyRow:
     is_tenant_admin: bool
     agent_id: int | None
     last_used_at: datetime | None
+    # The key's own limits (agents.plans), over its tenant's.
+    limits: dict[str, int] | None = None
 
 
 _agents: _Timed[tuple[str, str], Agent] = _Timed()
@@ -82,6 +85,8 @@ _keys: _Timed[str, KeyRow] = _Timed()
 _agents_by_pk: _Timed[int, Agent] = _Timed()
 # A custom domain -> the `(tenant, agent)` slugs of the active agent registered at it.
 _domains: _Timed[str, tuple[str, str]] = _Timed()
+# The operator's default plan (A2A_DEFAULT_PLAN) by name; (None,) when there is no such plan.
+_default_plans: _Timed[str, tuple[Plan | None]] = _Timed()
 # When this process last wrote (or claimed to write) each key's last_used_at: a cached row
 # still shows the value it was read with.
 _touched: dict[int, datetime] = {}
@@ -98,8 +103,38 @@ def agent_load(*, tenant_slug: str, agent_slug: str) -> Agent:
     are shared by concurrent calls: read them, never change them."""
     read_at = clock()
     agent = agent_get_active(tenant_slug=tenant_slug, agent_slug=agent_slug)
+    _limits_attach(agent)
     _agents.put((tenant_slug, agent_slug), agent, read_at)
     return agent
+
+
+def _limits_attach(agent: Agent) -> None:
+    """Work out the agent's tenant's limits as it is read (its plan came with it), so a call
+    has them without another database hop: `tenant_limits`."""
+    agent._tenant_limits = tenant_limits(agent.tenant)  # type: ignore[attr-defined]
+
+
+def tenant_limits(tenant: Tenant) -> plans.Limits:
+    """The tenant's limits: its plan, or the operator's default plan, with its overrides."""
+    plan = tenant.plan
+    if plan is None and (name := plans.default_plan_name()):
+        entry = _default_plans.get(name)
+        if entry is None:
+            read_at = clock()
+            entry = (Plan.objects.filter(name=name).first(),)
+            _default_plans.put(name, entry, read_at)
+        plan = entry[0]
+    return plans.tenant_limits(tenant, plan)
+
+
+def call_limits(agent: Agent, key_limits: Iterable[tuple[str, int]] = ()) -> plans.Limits:
+    """The limits of a call to `agent` with a key whose own limits are `key_limits`: the
+    tenant's, worked out when the agent was read (`agent_load`, `agent_by_pk`), with the
+    agent's and the key's own."""
+    tenant_limits_ = getattr(agent, "_tenant_limits", None)
+    if tenant_limits_ is None:  # an agent read elsewhere (sync callers only)
+        tenant_limits_ = tenant_limits(agent.tenant)
+    return plans.call_limits(tenant_limits_, agent, key_limits)
 
 
 def agent_active(*, tenant_slug: str, agent_slug: str) -> Agent:
@@ -115,7 +150,8 @@ def agent_by_pk(pk: int) -> Agent:
     agent = _agents_by_pk.get(pk)
     if agent is None:
         read_at = clock()
-        agent = Agent.objects.select_related("tenant").get(pk=pk)
+        agent = Agent.objects.select_related("tenant", "tenant__plan").get(pk=pk)
+        _limits_attach(agent)
         _agents_by_pk.put(pk, agent, read_at)
     return agent
 
@@ -145,7 +181,16 @@ def key_read(prefix: str) -> KeyRow | None:
     """The unrevoked key with this prefix, from the database (uncached)."""
     key = (
         ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True)
-        .only("id", "tenant_id", "secret_hash", "principal", "scopes", "agent_id", "last_used_at")
+        .only(
+            "id",
+            "tenant_id",
+            "secret_hash",
+            "principal",
+            "scopes",
+            "agent_id",
+            "last_used_at",
+            "limits",
+        )
         .first()
     )
     if key is None:
@@ -158,6 +203,7 @@ def key_read(prefix: str) -> KeyRow | None:
         is_tenant_admin=key.is_tenant_admin,
         agent_id=key.agent_id,
         last_used_at=key.last_used_at,
+        limits=key.limits or None,
     )
 
 
@@ -190,5 +236,6 @@ def forget_all() -> None:
     _keys.clear()
     _agents_by_pk.clear()
     _domains.clear()
+    _default_plans.clear()
     with _touch_lock:
         _touched.clear()

@@ -8,6 +8,8 @@ the `google.rpc.ErrorInfo` reason.
 
 from __future__ import annotations
 
+import math
+
 
 class RequestError(Exception):
     """A request the platform refuses before the A2A method: a malformed one by default."""
@@ -50,3 +52,59 @@ class AgentNotFound(RequestError):
         super().__init__(
             f"No agent {agent_slug[:100]!r} is hosted for tenant {tenant_slug[:100]!r}."
         )
+
+
+class LimitExceeded(RequestError):
+    """A call over one of its tenant's limits (agents.plans), refused before anything was
+    written: HTTP 429 with Retry-After and the RateLimit headers, gRPC RESOURCE_EXHAUSTED,
+    and a JSON-RPC code of the platform's own per kind of limit. The details carry a
+    `google.rpc.ErrorInfo` naming the limit and a `google.rpc.RetryInfo` with the delay.
+
+    `limit`: the limit's name (agents.plans.LIMITS); `value`: its value; `scope`: whose it is
+    (`tenant`, `agent` or `key`); `retry_after`: seconds until a retry can succeed;
+    `remaining`/`window`: for rates, what is left in the window of `window` seconds."""
+
+    http_status = 429
+    grpc_status = "RESOURCE_EXHAUSTED"
+    # One reason and code per kind of limit (docs/limits.md).
+    RATE = ("RATE_LIMITED", -32054)
+    QUOTA = ("QUOTA_EXCEEDED", -32055)
+    CONCURRENCY = ("CONCURRENCY_LIMITED", -32056)
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: tuple[str, int],
+        limit: str,
+        value: int,
+        scope: str,
+        retry_after: float,
+        window: float | None = None,
+        remaining: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.reason, self.jsonrpc_code = kind
+        self.limit = limit
+        self.value = value
+        self.scope = scope
+        self.retry_after = max(retry_after, 0.0)
+        self.window = window
+
+    @property
+    def retry_after_seconds(self) -> int:
+        """Retry-After in whole seconds, rounded up (HTTP has no fractions), at least 1."""
+        return max(1, math.ceil(self.retry_after))
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Retry-After": str(self.retry_after_seconds)}
+        if self.window is not None:
+            # draft-ietf-httpapi-ratelimit-headers: the policy, and what is left of it.
+            policy = f'"{self.limit}";q={self.value};w={math.ceil(self.window)}'
+            headers["RateLimit-Policy"] = policy
+            headers["RateLimit"] = f'"{self.limit}";r=0;t={self.retry_after_seconds}'
+        return headers
+
+    def metadata(self) -> dict[str, str]:
+        """The ErrorInfo's metadata: which limit, its value and whose it is."""
+        return {"limit": self.limit, "value": str(self.value), "scope": self.scope}

@@ -11,7 +11,7 @@ from django.core.validators import (
 )
 from django.db import models
 
-from . import limits
+from . import limits, plans
 
 slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
@@ -30,11 +30,72 @@ domain_validator = RegexValidator(
 DEFAULT_MODES: tuple[str, ...] = ("text/plain",)
 
 
+def _limit_field(name: str) -> models.PositiveIntegerField:
+    spec = plans.BY_NAME[name]
+    return models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(plans.MAX_VALUE)],
+        verbose_name=spec.label,
+        help_text=f"{spec.help} In {spec.unit}; 0 is unlimited.",
+    )
+
+
+class Plan(models.Model):
+    """A set of limits the operator gives tenants (agents.plans.LIMITS: 0 is unlimited)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.CharField(max_length=500, blank=True)
+    # The tenant's share of the workers when tenants wait for them together.
+    weight = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Share of the workers when tenants wait for them together: a tenant of "
+        "weight 2 gets twice the runs in flight of one of weight 1 (1-100).",
+    )
+    requests_per_second = _limit_field("requests_per_second")
+    request_burst = _limit_field("request_burst")
+    key_requests_per_second = _limit_field("key_requests_per_second")
+    key_request_burst = _limit_field("key_request_burst")
+    running_runs = _limit_field("running_runs")
+    agent_running_runs = _limit_field("agent_running_runs")
+    queued_runs = _limit_field("queued_runs")
+    runs_per_day = _limit_field("runs_per_day")
+    runs_per_month = _limit_field("runs_per_month")
+    stored_tasks = _limit_field("stored_tasks")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _tenant_limits_valid(value: object) -> None:
+    plans.overrides_clean(value, plans.TENANT)
+
+
+def _agent_limits_valid(value: object) -> None:
+    plans.overrides_clean(value, plans.AGENT)
+
+
+def _key_limits_valid(value: object) -> None:
+    plans.overrides_clean(value, plans.KEY)
+
+
 class Tenant(models.Model):
     slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=limits.TENANT_NAME)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Its limits: the plan's (no plan: the operator's default plan, A2A_DEFAULT_PLAN, if any),
+    # then these overrides, limit name -> value (agents.plans).
+    plan = models.ForeignKey(
+        Plan, on_delete=models.PROTECT, null=True, blank=True, related_name="tenants"
+    )
+    limits = models.JSONField(
+        default=dict,
+        db_default={},
+        blank=True,
+        validators=[_tenant_limits_valid],
+        help_text='Overrides of the plan\'s limits, e.g. {"running_runs": 20}; 0 is unlimited.',
+    )
 
     def __str__(self) -> str:
         return self.slug
@@ -121,6 +182,15 @@ class Agent(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(20)],
         help_text="With retry: how many runs a task gets in all, the first included (1-20).",
     )
+    # Its own limits (agents.plans: `agent_running_runs`), over the tenant's.
+    limits = models.JSONField(
+        default=dict,
+        db_default={},
+        blank=True,
+        validators=[_agent_limits_valid],
+        help_text="Overrides of the tenant's limits for this agent, e.g. "
+        '{"agent_running_runs": 5}; 0 is unlimited.',
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -176,6 +246,15 @@ class ApiKey(models.Model):
         blank=True,
         related_name="api_keys",
         help_text="If set, the key works only for this agent.",
+    )
+    # Its own request rates (agents.plans: `key_requests_per_second`, `key_request_burst`).
+    limits = models.JSONField(
+        default=dict,
+        db_default={},
+        blank=True,
+        validators=[_key_limits_valid],
+        help_text="Overrides of the tenant's per-key rates for this key, e.g. "
+        '{"key_requests_per_second": 5}; 0 is unlimited.',
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

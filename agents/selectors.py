@@ -13,7 +13,7 @@ from .models import Agent, SigningKey, Tenant
 
 def agent_get_active(*, tenant_slug: str, agent_slug: str) -> Agent:
     agent = (
-        Agent.objects.select_related("tenant")
+        Agent.objects.select_related("tenant", "tenant__plan")
         .filter(tenant__slug=tenant_slug, slug=agent_slug, is_active=True, tenant__is_active=True)
         .first()
     )
