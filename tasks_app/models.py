@@ -24,6 +24,8 @@ INTERRUPTED_STATES = frozenset(
 RUNNING_STATES = frozenset(
     TaskState.Name(s) for s in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 )
+# A run in flight: its job is handed to the broker (not held in its lane), or a worker runs it.
+IN_FLIGHT = models.Q(running_since__isnull=False) | (~models.Q(job_id="") & models.Q(held=False))
 MAX_ID_LENGTH = 200  # messageId and contextId columns
 STATE_CHOICES = [(name, name) for name in TaskState.keys() if name != "TASK_STATE_UNSPECIFIED"]
 
@@ -71,6 +73,9 @@ class Task(models.Model):
     # again (by the reaper) instead of leaving the task submitted forever.
     job_args = models.JSONField(null=True, blank=True)
     job_queued_at = models.DateTimeField(null=True, blank=True)
+    # The queued run waits in its tenant's lane (tasks_app.lanes): its job is not handed to
+    # the broker yet. `job_queued_at` is then when it joined the lane (its place in it).
+    held = models.BooleanField(default=False, db_default=False)
     # Which run of the current turn this is: 1, then one more each time the reaper starts the
     # run again after its worker died (Agent.worker_loss "retry"); a new turn starts at 1.
     attempt = models.PositiveSmallIntegerField(default=1, db_default=1)
@@ -115,6 +120,12 @@ class Task(models.Model):
                 fields=["job_queued_at"],
                 name="task_queued_job",
                 condition=~models.Q(job_id=""),
+            ),
+            # The lanes (tasks_app.lanes): a tenant's runs in flight, counted up to its window,
+            # and the runs waiting in its lane, oldest first.
+            models.Index(fields=["tenant", "agent"], name="task_in_flight", condition=IN_FLIGHT),
+            models.Index(
+                fields=["tenant", "job_queued_at"], name="task_held", condition=models.Q(held=True)
             ),
         ]
 

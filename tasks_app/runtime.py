@@ -39,6 +39,8 @@ from a2a_platform.db import DATABASE_WAIT_SECONDS, database_lost, db
 
 from .doorbell import Subscription, runner_group, shared_layer
 from .execution import HandedBack, Stop, cancel_outside_run, claim, run
+from .lanes import Lane, promote
+from .models import Task
 from .services import (
     task_end,
     task_handback,
@@ -139,6 +141,7 @@ class Runtime:
                 await _until_written(
                     task_release, task_id=task_id, executor_returned=True, runner=self.runner
                 )
+            await _hand_over(loaded[0])
             return outcome
         finally:
             del self.stops[task_id]
@@ -238,6 +241,18 @@ def drain(grace: float | None = None) -> None:
     """Start draining, if this process has a runtime (Celery's warm shutdown calls this)."""
     if _runtime is not None:
         _runtime.drain(settings.A2A_WORKER_GRACE_SECONDS if grace is None else grace)
+
+
+async def _hand_over(task: Task) -> None:
+    """A run of the task's tenant ended: the next one waiting in its lane may go
+    (tasks_app.lanes). One look at an empty index range when nothing waits; a hand-over that
+    fails is made by the reaper's next round."""
+    if not Lane.of(task.agent).on:
+        return
+    try:
+        await db(promote)(tenant_id=task.tenant_id, agent=task.agent)
+    except Exception:
+        logger.warning("Handing over the lane of tenant %s failed", task.tenant_id, exc_info=True)
 
 
 async def _until_written(func: Callable[..., R], /, **kwargs: Any) -> R:

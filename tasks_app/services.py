@@ -32,7 +32,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from . import rowsql
+from . import lanes, rowsql
 from .artifacts import artifact_parts_append
 from .doorbell import ring as _ring
 from .doorbell import ring_runner
@@ -179,13 +179,21 @@ def _message_send(
 ) -> SendOutcome:
     message = request.message
     inline_push = request.configuration.HasField("task_push_notification_config")
-    # A new task with nothing to look up (no id the client chose, no push config to store) is
-    # written in one round trip; anything else in a transaction that reads as it goes.
-    if message.task_id or new_task_id is not None or inline_push:
+    lane = lanes.Lane.of(agent, principal.key_limits)
+    # A new task with nothing to look up (no id the client chose, no push config to store, no
+    # exact lane limit to count under a lock) is written in one round trip; anything else in a
+    # transaction that reads as it goes.
+    if message.task_id or new_task_id is not None or inline_push or lane.exact:
         unit = transaction.atomic()
+        held = None
     else:
         unit = rowsql.together()
+        held = lane.on and lanes.send_admit(lane, new_task=True)
     with unit:
+        if held is None:
+            if lane.exact:
+                lanes.lock(agent.tenant_id)
+            held = lane.on and lanes.send_admit(lane, new_task=not message.task_id)
         if message.task_id:
             task = task_get_row(
                 agent=agent, principal=principal, task_id=message.task_id, for_update=True
@@ -234,6 +242,7 @@ def _message_send(
         stored.context_id = task.context_id
         task.job_id = str(uuid.uuid4())
         task.job_queued_at = timezone.now()
+        task.held = held
         created = None
         if message.task_id:
             _push_config_inline(task, request, push_dialect, push_headers)
@@ -264,7 +273,8 @@ def _message_send(
     # After the block, which has committed (or, inside a caller's transaction, once that does).
     # robust: the message is stored either way; if the broker is down, the reaper queues the
     # run later, and the client must not be told (by an error) to send it again.
-    transaction.on_commit(lambda: _enqueue_run(task_pk, job_id, job_args), robust=True)
+    if not held:  # else its tenant's lane hands it over (tasks_app.lanes)
+        transaction.on_commit(lambda: enqueue_run(task_pk, job_id, job_args), robust=True)
     return SendOutcome(
         task_id=task_pk, since_seq=since_seq, created=not message.task_id, task=created
     )
@@ -325,7 +335,8 @@ def _job_configuration(request: SendMessageRequest) -> dict[str, Any]:
 _REPR_LIMIT = 1024  # as Celery's own argsrepr and kwargsrepr
 
 
-def _enqueue_run(task_pk: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> None:
+def enqueue_run(task_pk: uuid.UUID, job_id: str, job_args: dict[str, Any]) -> None:
+    """Hand a run's job to the broker (the run's task already says it waits for `job_id`)."""
     from .tasks import run_agent_task
 
     args = [str(task_pk), job_args["position"]]
@@ -753,9 +764,20 @@ def task_cancel_request(
             # Nothing runs it: end it now, and drop the queued job if there is one.
             _platform_status(task, TaskState.TASK_STATE_CANCELED, "Canceled before the agent ran.")
             job_id, task.job_id, task.job_args, task.job_queued_at = task.job_id, "", None, None
+            if job_id and not task.held:  # a run in flight that will not run: the lane has room
+                tenant_id = task.tenant_id
+                transaction.on_commit(lambda: _lane_hand_over(tenant_id, agent))
+            task.held = False
             transaction.on_commit(lambda: _revoke(job_id))
         task.save()
         return task.pk, running, task.last_seq
+
+
+def _lane_hand_over(tenant_id: int, agent: Agent) -> None:
+    try:
+        lanes.promote(tenant_id=tenant_id, agent=agent)
+    except Exception:  # the reaper's next round hands it over
+        logger.warning("Handing over the lane of tenant %s failed", tenant_id, exc_info=True)
 
 
 def _cancels_outside_runs(agent: Agent) -> bool:
@@ -816,7 +838,7 @@ def _revoke(job_id: str) -> None:
 def _claim_sql() -> str:
     """`task_claim`'s UPDATE, written once: through the ORM it cost 600 µs of CPU a run,
     written once 210 (docs/decisions.md, "Request hot paths"). It is
-    `Task.objects.filter(pk=..., running_since__isnull=True, job_id=...)
+    `Task.objects.filter(pk=..., running_since__isnull=True, job_id=..., held=False)
     .exclude(state__in=TERMINAL_STATES).update(...)`, on every database."""
     table = connection.ops.quote_name(Task._meta.db_table)
     c = {f.name: connection.ops.quote_name(f.column) for f in Task._meta.concrete_fields}
@@ -825,7 +847,7 @@ def _claim_sql() -> str:
         f"UPDATE {table} SET {c['running_since']} = %s, {c['lease_expires_at']} = %s, "
         f"{c['runner']} = %s, {c['job_id']} = '', "
         f"{c['job_queued_at']} = NULL WHERE {c['id']} = %s AND {c['running_since']} IS NULL "
-        f"AND {c['job_id']} = %s AND {c['state']} NOT IN ({terminal})"
+        f"AND {c['job_id']} = %s AND NOT {c['held']} AND {c['state']} NOT IN ({terminal})"
     )
 
 
@@ -852,9 +874,9 @@ def task_claim(*, task_id: uuid.UUID, job_id: str, runner: str = "") -> str:
         claimed = cursor.rowcount
     if claimed:
         return "claimed"
-    row = Task.objects.filter(pk=task_id).values_list("state", "job_id", "runner").first()
-    if row is None or row[0] in TERMINAL_STATES:
-        return "ended"
+    row = Task.objects.filter(pk=task_id).values_list("state", "job_id", "runner", "held").first()
+    if row is None or row[0] in TERMINAL_STATES or row[3]:
+        return "ended"  # (held: a copy of a job its lane has not handed over; it will)
     if runner and row[2] == runner and row[1] == "":
         # This worker's own claim, made by a try whose answer the database never sent (its
         # connection was lost after the commit): the run goes on.
@@ -976,7 +998,7 @@ def task_handback(
         # The next run does the turn again: it is told so (its attempt), as after a lost worker.
         task.attempt += 1
         task.save()
-        transaction.on_commit(lambda: _enqueue_run(task_id, job_id, job_args), robust=True)
+        transaction.on_commit(lambda: enqueue_run(task_id, job_id, job_args), robust=True)
         return True
 
 
@@ -986,7 +1008,7 @@ def task_job_requeue(*, task_id: uuid.UUID, job_id: str, job_args: dict[str, Any
     waiting = Task.objects.filter(pk=task_id, job_id=job_id, running_since__isnull=True)
     if not waiting.exists():
         return False
-    _enqueue_run(task_id, job_id, job_args)
+    enqueue_run(task_id, job_id, job_args)
     return True
 
 
@@ -1007,6 +1029,7 @@ def tasks_requeue_lost_jobs(*, now: Any = None, broker_started_at: Any = None) -
         Task.objects.exclude(job_id="")
         .exclude(state__in=TERMINAL_STATES)
         .filter(running_since__isnull=True, job_queued_at__lt=cutoff, job_args__isnull=False)
+        .filter(held=False)  # a run in its lane is handed over by the lane
     )
     requeued = []
     for task_pk, job_id, job_args in waiting.values_list("pk", "job_id", "job_args"):
@@ -1014,7 +1037,7 @@ def tasks_requeue_lost_jobs(*, now: Any = None, broker_started_at: Any = None) -
             pk=task_pk, job_id=job_id, running_since__isnull=True, job_queued_at__lt=cutoff
         )
         if still_waiting.update(job_queued_at=now):
-            _enqueue_run(task_pk, job_id, job_args)
+            enqueue_run(task_pk, job_id, job_args)
             requeued.append(task_pk)
     return requeued
 
@@ -1120,7 +1143,7 @@ def task_retry_after_worker_loss(*, task_id: uuid.UUID, lost: str, now: Any) -> 
         task.job_id, task.job_queued_at = str(uuid.uuid4()), timezone.now()
         task.save()
         job_id, job_args = task.job_id, task.job_args
-        transaction.on_commit(lambda: _enqueue_run(task_id, job_id, job_args), robust=True)
+        transaction.on_commit(lambda: enqueue_run(task_id, job_id, job_args), robust=True)
     logger.warning(
         "Task %s: its worker died; attempt %d of %d queued", task_id, task.attempt, attempts
     )

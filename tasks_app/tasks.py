@@ -12,6 +12,7 @@ from celery.signals import worker_shutting_down
 from a2a_platform import broker
 
 from . import runtime
+from .lanes import lanes_refill
 from .services import (
     sent_messages_forget,
     task_end,
@@ -67,10 +68,11 @@ def _drain_on_warm_shutdown(sig: str, how: str, exitcode: int, **_: Any) -> None
 @shared_task
 def reap_stuck_tasks_task() -> int:
     """Beat's every `A2A_REAPER_INTERVAL_SECONDS`: runs whose worker died, runs whose queued
-    job the broker lost, and messageIds past their retention."""
+    job the broker lost, messageIds past their retention, and runs waiting in a lane that has
+    room (a hand-over lost with a process)."""
     requeued = tasks_requeue_lost_jobs(broker_started_at=broker.started_at())
     sent_messages_forget()
-    return len(tasks_reap()) + len(requeued)
+    return len(tasks_reap()) + len(requeued) + lanes_refill()
 
 
 @shared_task

@@ -581,7 +581,7 @@ def test_message_send_refuses_a_taken_id_without_saying_whose(agent, make_tenant
 @pytest.fixture
 def no_runs(monkeypatch):
     """The methods below run without a worker: nothing is queued."""
-    monkeypatch.setattr("tasks_app.services._enqueue_run", lambda *args: None)
+    monkeypatch.setattr("tasks_app.services.enqueue_run", lambda *args: None)
 
 
 def call(agent, principal, method, params):
@@ -643,7 +643,7 @@ def test_send_answered_by_a_message_returns_the_completed_task(agent, monkeypatc
         reply.task_id = str(task_pk)
         task_event_record(task_id=task_pk, event=reply)
 
-    monkeypatch.setattr("tasks_app.services._enqueue_run", answer)
+    monkeypatch.setattr("tasks_app.services.enqueue_run", answer)
     task_id = uuid.uuid4()
     # when
     result = call(agent, ALICE, "tasks/send", {"id": str(task_id), "message": user_message()})

@@ -226,7 +226,7 @@ def test_a_cached_caller_gets_a_task_in_one_hop_and_one_query(
         "the one-query read is PostgreSQL's; SQLite reads the three plainly",
     )
     # No worker may change the task between the two reads (a live one may be running).
-    monkeypatch.setattr("tasks_app.services._enqueue_run", lambda *args: None)
+    monkeypatch.setattr("tasks_app.services.enqueue_run", lambda *args: None)
     tenant = make_tenant()
     agent = make_agent(tenant)
     _, secret = api_key_create(tenant=tenant, name="alice", principal="alice")

@@ -235,7 +235,7 @@ def test_concurrent_state_changes_neither_deadlock_nor_lose_counts(
         "row locks and their order are PostgreSQL's; SQLite has one writer",
     )
     # Sends commit here, which would queue real agent runs: the states below are the test's.
-    monkeypatch.setattr(services, "_enqueue_run", lambda *args: None)
+    monkeypatch.setattr(services, "enqueue_run", lambda *args: None)
     # given one owner's tasks, all in one shard, so every change below touches the same rows
     agent = make_agent(make_tenant(), "busy")
     threads_n, tasks_per_thread, rounds = 6, 2, 8

@@ -1,0 +1,233 @@
+"""Run lanes: each tenant's runs reach the workers through a lane of its own, so one tenant's
+backlog never stands in the broker's queue in front of another tenant's runs.
+
+A run is *in flight* while its job is handed to the broker or a worker runs it: its task has
+`running_since` set, or a `job_id` that is not `held`. A tenant has at most its *window* of
+runs in flight: `A2A_LANE_WINDOW` times its plan's weight, and no more than its
+`running_runs` (and, per agent, `agent_running_runs`) limit. A send past the window is stored
+as usual, its task `submitted`, and waits in the lane (`Task.held`, in PostgreSQL) instead of
+the broker. As a run of the tenant ends, the worker hands the lane's oldest waiting run to the
+broker (`promote`); the reaper's round refills every lane that has room (`lanes_refill`), so a
+hand-over lost with a process is made later, not never.
+
+So the broker's queue holds at most a window of each tenant's runs, and a tenant with nothing
+queued gets its run started as soon as a worker has a free slot, however long another
+tenant's lane is. With several tenants waiting, each hands over one run as one of its own ends:
+the workers are shared in proportion to the windows (the plans' weights).
+
+PostgreSQL is the truth: the lanes survive restarts of every process and hold with many web
+processes and workers. The window alone is a share, not a limit, and is counted without a lock;
+a `running_runs`, `agent_running_runs` or `queued_runs` limit is exact: the sends and
+hand-overs of a tenant with one take a transaction-level advisory lock on the tenant, so no two
+decide on the same count (SQLite, the embedded profile's single writer, needs none).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from agents.cache import call_limits
+from agents.errors import LimitExceeded
+from agents.models import Agent
+from agents.plans import Limits
+
+from .models import IN_FLIGHT, TERMINAL_STATES, Task, TaskCount
+
+logger = logging.getLogger(__name__)
+# The advisory lock's key space: the tenant's id in the low bits, this tag above them.
+_LOCK_TAG = 0x1A2E << 40
+
+
+@dataclass(frozen=True)
+class Lane:
+    """The lane of one tenant, as a call to one of its agents sees it."""
+
+    tenant_id: int
+    agent_id: int
+    limits: Limits
+
+    @classmethod
+    def of(cls, agent: Agent, key_limits: Any = ()) -> Lane:
+        return cls(agent.tenant_id, agent.pk, call_limits(agent, key_limits))
+
+    @property
+    def window(self) -> int:
+        """Runs of the tenant in flight at most; 0 for no bound."""
+        share = settings.A2A_LANE_WINDOW * max(self.limits.weight, 1)
+        caps = [n for n in (share, self.limits.running_runs) if n]
+        return min(caps) if caps else 0
+
+    @property
+    def exact(self) -> bool:
+        """Whether a limit the lane enforces must hold exactly (counted under the lock)."""
+        limits = self.limits
+        return bool(limits.running_runs or limits.agent_running_runs or limits.queued_runs)
+
+    @property
+    def on(self) -> bool:
+        return bool(self.window or self.limits.agent_running_runs or self.limits.queued_runs)
+
+
+def lock(tenant_id: int) -> None:
+    """Serialize the lane decisions of one tenant until the transaction ends (PostgreSQL)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_TAG | tenant_id])
+
+
+def _count(where: Q, limit: int) -> int:
+    """How many tasks match, counting no further than `limit` (an index range, not a scan)."""
+    return Task.objects.filter(where)[:limit].count()
+
+
+def _queued(tenant_id: int, limit: int) -> int:
+    """The tenant's runs not started yet: waiting in its lane, or handed to the broker."""
+    held = _count(Q(tenant_id=tenant_id, held=True), limit)
+    handed = Q(tenant_id=tenant_id, running_since__isnull=True) & IN_FLIGHT
+    return held + _count(handed, limit - held) if held < limit else held
+
+
+def send_admit(lane: Lane, *, new_task: bool) -> bool:
+    """Decide, before a send writes anything, whether its run may go to the broker now (False)
+    or waits in the tenant's lane (True); refuse the send (LimitExceeded) when the tenant is
+    past its `queued_runs` or a quota. Inside the send's transaction when `lane.exact` (the
+    caller took `lock`)."""
+    limits = lane.limits
+    tenant = Q(tenant_id=lane.tenant_id)
+    if new_task and limits.stored_tasks:
+        _stored_tasks_check(lane)
+    if limits.queued_runs and _queued(lane.tenant_id, limits.queued_runs) >= limits.queued_runs:
+        raise LimitExceeded(
+            f"This tenant already has {limits.queued_runs} runs waiting to start, its limit "
+            "(queued_runs); send again once some have started.",
+            kind=LimitExceeded.CONCURRENCY,
+            limit="queued_runs",
+            value=limits.queued_runs,
+            scope="tenant",
+            retry_after=1.0,
+        )
+    window = lane.window
+    if window and _count(tenant & IN_FLIGHT, window) >= window:
+        return True
+    agent_cap = limits.agent_running_runs
+    in_flight_of_agent = tenant & Q(agent_id=lane.agent_id) & IN_FLIGHT
+    return bool(agent_cap and _count(in_flight_of_agent, agent_cap) >= agent_cap)
+
+
+def _stored_tasks_check(lane: Lane) -> None:
+    cap = lane.limits.stored_tasks
+    stored = (
+        TaskCount.objects.filter(agent__tenant_id=lane.tenant_id).aggregate(n=Sum("n"))["n"] or 0
+    )
+    if stored >= cap:
+        raise LimitExceeded(
+            f"This tenant stores {stored} tasks, its limit (stored_tasks) is {cap}; a new task "
+            "can be made once older ones are deleted (A2A_TASK_RETENTION_DAYS) or the limit is "
+            "raised.",
+            kind=LimitExceeded.QUOTA,
+            limit="stored_tasks",
+            value=cap,
+            scope="tenant",
+            retry_after=3600.0,
+        )
+
+
+Promoted = tuple[uuid.UUID, str, dict[str, Any]]
+
+
+def promote(*, tenant_id: int, agent: Agent | None = None) -> list[Promoted]:
+    """Hand the oldest runs waiting in the tenant's lane to the broker, as many as it has room
+    for (a run of the tenant just ended); returns them, already published on commit. Nothing
+    is read but an empty index range when nothing waits."""
+    if not Task.objects.filter(tenant_id=tenant_id, held=True).exists():
+        return []
+    if agent is None:
+        from agents.cache import agent_by_pk
+
+        first = Task.objects.filter(tenant_id=tenant_id, held=True).values("agent_id").first()
+        if first is None:
+            return []
+        agent = agent_by_pk(first["agent_id"])
+    lane = Lane.of(agent)
+    with transaction.atomic():
+        if lane.exact:
+            lock(tenant_id)
+        return _promote(lane)
+
+
+def _promote(lane: Lane) -> list[Promoted]:
+    tenant = Q(tenant_id=lane.tenant_id)
+    window = lane.window
+    room = window - _count(tenant & IN_FLIGHT, window) if window else 1_000
+    if room <= 0:
+        return []
+    waiting = (
+        Task.objects.select_for_update(skip_locked=True)
+        .filter(tenant, held=True)
+        .exclude(state__in=TERMINAL_STATES)
+        .order_by("job_queued_at", "id")
+        .values_list("pk", "agent_id", "job_id", "job_args")
+    )
+    agent_caps: dict[int, int] = {}
+    promoted: list[Promoted] = []
+    for pk, agent_id, job_id, job_args in waiting[: room * 4]:
+        if len(promoted) >= room:
+            break
+        if not _agent_has_room(lane, agent_id, agent_caps):
+            continue
+        promoted.append((pk, job_id, job_args))
+    if not promoted:
+        return []
+    Task.objects.filter(pk__in=[pk for pk, _, _ in promoted]).update(
+        held=False, job_queued_at=timezone.now()
+    )
+    from . import services
+
+    for pk, job_id, job_args in promoted:
+        transaction.on_commit(
+            lambda pk=pk, job_id=job_id, job_args=job_args: services.enqueue_run(
+                pk, job_id, job_args
+            ),
+            robust=True,
+        )
+    return promoted
+
+
+def _agent_has_room(lane: Lane, agent_id: int, rooms: dict[int, int]) -> bool:
+    """Whether one more run of agent `agent_id` may go (its `agent_running_runs`); counts the
+    ones this hand-over already took (`rooms`: what is left per agent)."""
+    from agents.cache import agent_by_pk
+
+    if agent_id not in rooms:
+        cap = call_limits(agent_by_pk(agent_id)).agent_running_runs
+        if not cap:
+            rooms[agent_id] = 1_000_000
+        else:
+            in_flight = _count(Q(tenant_id=lane.tenant_id, agent_id=agent_id) & IN_FLIGHT, cap)
+            rooms[agent_id] = cap - in_flight
+    if rooms[agent_id] <= 0:
+        return False
+    rooms[agent_id] -= 1
+    return True
+
+
+def lanes_refill() -> int:
+    """The reaper's round: hand over what every lane has room for. Returns how many runs went."""
+    tenants = (
+        Task.objects.filter(held=True).values_list("tenant_id", flat=True).distinct().order_by()
+    )
+    moved = 0
+    for tenant_id in list(tenants):
+        try:
+            moved += len(promote(tenant_id=tenant_id))
+        except Exception:
+            logger.warning("Refilling the lane of tenant %s failed", tenant_id, exc_info=True)
+    return moved
