@@ -247,12 +247,13 @@ async def _hand_over(task: Task) -> None:
     """A run of the task's tenant ended: the next one waiting in its lane may go
     (tasks_app.lanes). One look at an empty index range when nothing waits; a hand-over that
     fails is made by the reaper's next round."""
-    if not Lane.of(task.agent).on:
+    agent = task.agent  # with its tenant's limits (agents.cache.agent_by_pk)
+    if not Lane.of(agent).on:
         return
     try:
-        await db(promote)(tenant_id=task.tenant_id, agent=task.agent)
+        await db(promote)(tenant_id=agent.tenant_id, agent=agent)
     except Exception:
-        logger.warning("Handing over the lane of tenant %s failed", task.tenant_id, exc_info=True)
+        logger.warning("Handing over the lane of tenant %s failed", agent.tenant_id, exc_info=True)
 
 
 async def _until_written(func: Callable[..., R], /, **kwargs: Any) -> R:
