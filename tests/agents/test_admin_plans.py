@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from html import unescape
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -217,6 +218,19 @@ def test_the_default_plan_is_neither_deleted_nor_renamed(admin_client, settings)
     response = admin_client.post(change, plan_form("everyone-x", running_runs=6))
     assert response.status_code == 302
     assert Plan.objects.get(pk=plan.pk).running_runs == 6
+    assert "delete_selected" not in admin_client.get("/admin/agents/plan/").content.decode()
+
+
+def test_a_plan_that_tenants_have_is_not_deleted(admin_client, make_tenant):
+    plan = Plan.objects.create(name="held-x")
+    tenant = make_tenant()
+    tenant.plan = plan
+    tenant.save()
+    delete = f"/admin/agents/plan/{plan.pk}/delete/"
+    page = admin_client.get(delete).content.decode()
+    assert "protected" in page and tenant.slug in page
+    admin_client.post(delete, {"post": "yes"})
+    assert Plan.objects.filter(pk=plan.pk).exists()
 
 
 def test_seed_demo_makes_the_starting_plans_and_leaves_the_demo_unlimited(
@@ -250,3 +264,14 @@ def test_seed_demo_makes_the_starting_plans_and_leaves_the_demo_unlimited(
     call_command("seed_demo")
     out = capsys.readouterr().out
     assert "demo has the default plan free (A2A_DEFAULT_PLAN)" in out
+
+
+def test_the_plans_guide_names_every_limit_and_where_it_may_be_set():
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "plans.md").read_text()
+    table = guide.split("## The limits, and where each may be set", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \|[^|]*\|([^|]*)\|([^|]*)\|([^|]*)\|$", table, re.M)
+    assert [name for name, *_ in rows] == list(plans.NAMES)
+    for name, *cells in rows:
+        places = (plans.TENANT, plans.AGENT, plans.KEY)
+        said = {place for place, cell in zip(places, cells, strict=True) if cell.strip() == "yes"}
+        assert said == set(plans.BY_NAME[name].scopes), name
