@@ -1,23 +1,29 @@
-"""Admin for registration: tenants, agents (each executor kind's fields as in the console,
-validated on save; secrets write-only; "test connection"), API keys, and the tenants'
-push-signing keys (read-only; rotated and retired by actions)."""
+"""Admin for registration: plans, tenants, agents (each executor kind's fields as in the
+console, validated on save; secrets write-only; "test connection"), API keys, and the tenants'
+push-signing keys (read-only; rotated and retired by actions).
+
+Limits (agents.plans) are set here only: a plan's on the plan, and the overrides of a tenant,
+an agent or a key on its own page, as one number field per limit that may be set there."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
+from django.forms.forms import DeclarativeFieldsMetaclass
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
+from . import plans
 from .auth import hash_secret, new_key_material
 from .cards import agent_base_url
 from .crypto import DecryptionFailed
@@ -32,7 +38,7 @@ from .forms import (
     kind_field_names,
     kind_slug,
 )
-from .models import DEFAULT_MODES, Agent, ApiKey, Membership, SigningKey, Tenant
+from .models import DEFAULT_MODES, Agent, ApiKey, Membership, Plan, SigningKey, Tenant
 from .services import (
     ActionRefused,
     agent_delete,
@@ -72,12 +78,238 @@ def _rotate(modeladmin: admin.ModelAdmin, request: HttpRequest, tenants: list[Te
         )
 
 
+# --- limits: a plan's values, and the overrides of a tenant, an agent or a key -----------------
+
+LIMIT_PREFIX = "limit__"
+# What an empty override field means at each scope.
+_EMPTY_MEANS = {
+    plans.TENANT: "the plan's value",
+    plans.AGENT: "the tenant's value",
+    plans.KEY: "the tenant's value for each key",
+}
+
+
+def limit_field_names(scope: str) -> list[str]:
+    """The override fields of a form at `scope`, in the order of agents.plans.LIMITS."""
+    return [LIMIT_PREFIX + spec.name for spec in plans.LIMITS if scope in spec.scopes]
+
+
+def _limit_input(spec: plans.LimitSpec, scope: str) -> forms.IntegerField:
+    empty = _EMPTY_MEANS[scope]
+    return forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=plans.MAX_VALUE,
+        label=spec.label,
+        help_text=f"{spec.help} In {spec.unit}. Empty: {empty}; 0: unlimited.",
+        error_messages={
+            "invalid": f"Give a whole number of {spec.unit} (0 is unlimited), or leave it "
+            f"empty for {empty}.",
+            "min_value": "A limit is 0 (unlimited) or more.",
+            "max_value": "A limit is at most %(limit_value)s; 0 is unlimited.",
+        },
+    )
+
+
+class LimitsFormMixin(forms.Form):
+    """A model form's limit overrides (the model's `limits` object) as one number field per
+    limit that may be set at its scope, `limit__<name>`: shown with what is stored, and taken
+    back through agents.plans.overrides_clean, the model's own check. An empty field is no
+    override. Build the base of a form with `limits_form_base(scope)`; leave `limits` itself
+    out of the form's fields."""
+
+    limits_scope = plans.TENANT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits_overrides: dict[str, int] | None = None
+        for name, value in (getattr(self.instance, "limits", None) or {}).items():
+            self.initial.setdefault(LIMIT_PREFIX + name, value)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        overrides: dict[str, Any] = {}
+        for field in limit_field_names(self.limits_scope):
+            if cleaned.get(field) is not None:
+                overrides[field.removeprefix(LIMIT_PREFIX)] = cleaned[field]
+        # A limit posted that the page has no field for (one of another scope, from a script)
+        # is refused with the names that may be set here, not dropped unsaid.
+        for field in self.data:
+            if field.startswith(LIMIT_PREFIX) and field not in self.fields:
+                value = self.data[field]
+                if value != "":
+                    overrides[field.removeprefix(LIMIT_PREFIX)] = _whole_number(value)
+        try:
+            self.limits_overrides = plans.overrides_clean(overrides, self.limits_scope)
+        except ValidationError as exc:
+            self.add_error(None, exc)
+        return cleaned
+
+    def _post_clean(self) -> None:
+        super()._post_clean()
+        if self.limits_overrides is not None:
+            self.instance.limits = self.limits_overrides  # type: ignore[attr-defined]
+
+
+def _whole_number(value: Any) -> Any:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def limits_form_base(scope: str) -> type[LimitsFormMixin]:
+    """A form base with the override fields of `scope` as declared fields, so that the admin
+    (which builds its form class from the names in its fieldsets) knows them."""
+    fields = {
+        LIMIT_PREFIX + spec.name: _limit_input(spec, scope)
+        for spec in plans.LIMITS
+        if scope in spec.scopes
+    }
+    return DeclarativeFieldsMetaclass(  # type: ignore[no-any-return]
+        f"{scope.title()}LimitsForm",
+        (LimitsFormMixin,),
+        {"__module__": __name__, "limits_scope": scope, **fields},
+    )
+
+
+_TenantLimits = limits_form_base(plans.TENANT)
+_AgentLimits = limits_form_base(plans.AGENT)
+_KeyLimits = limits_form_base(plans.KEY)
+
+
+def _applies_within() -> str:
+    return (
+        "Changes reach every process as the agents' other settings do, within "
+        f"A2A_AUTH_CACHE_SECONDS ({settings.A2A_AUTH_CACHE_SECONDS:g} s)."
+    )
+
+
+class PlanForm(forms.ModelForm):
+    class Meta:
+        model = Plan
+        fields = ("name", "description", "weight", *plans.NAMES)
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        default = plans.default_plan_name()
+        if self.instance.pk and default and self.instance.name == default != name:
+            raise ValidationError(
+                f"Tenants without a plan have this one by its name (A2A_DEFAULT_PLAN="
+                f"{default!r}): renamed, their limits would be lifted. Change the setting first."
+            )
+        return name
+
+
+@admin.register(Plan)
+class PlanAdmin(admin.ModelAdmin):
+    """The plans tenants are given; a tenant without one has the default plan
+    (A2A_DEFAULT_PLAN), which therefore cannot be deleted here."""
+
+    form = PlanForm
+    list_display = (
+        "name",
+        "is_default",
+        "weight",
+        "requests_per_second",
+        "running_runs",
+        "queued_runs",
+        "runs_per_day",
+        "tenant_count",
+    )
+    search_fields = ("name",)
+    ordering = ("name",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Plan]:
+        return super().get_queryset(request).annotate(tenant_count=Count("tenants"))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Plan | None = None) -> list[Any]:
+        return [
+            (None, {"fields": ("name", "description", "weight")}),
+            (
+                "Limits",
+                {
+                    "description": "0 is unlimited. Each tenant of the plan (and every tenant "
+                    "without a plan, when this is the default plan) has these, unless its own "
+                    f"page overrides one. {_applies_within()}",
+                    "fields": plans.NAMES,
+                },
+            ),
+        ]
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one at a time, so the default plan stays
+        return actions
+
+    def has_delete_permission(self, request: HttpRequest, obj: Plan | None = None) -> bool:
+        if obj is not None and obj.name == plans.default_plan_name():
+            return False  # deleted, every tenant without a plan would have no limits
+        return super().has_delete_permission(request, obj)
+
+    @admin.display(boolean=True, description="Default plan")
+    def is_default(self, plan: Plan) -> bool:
+        return plan.name == plans.default_plan_name()
+
+    @admin.display(description="Tenants", ordering="tenant_count")
+    def tenant_count(self, plan: Plan) -> int:
+        return plan.tenant_count  # type: ignore[attr-defined]
+
+
+class TenantForm(_TenantLimits, forms.ModelForm):  # type: ignore[misc,valid-type]
+    class Meta:
+        model = Tenant
+        fields = ("slug", "name", "is_active", "plan")
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "is_active", "created_at")
+    form = TenantForm
+    list_display = ("slug", "name", "plan", "is_active", "created_at")
+    list_filter = ("plan", "is_active")
+    list_select_related = ("plan",)
     search_fields = ("slug", "name")
+    readonly_fields = ("limits_page",)
     inlines = [SigningKeyInline]
     actions = ["rotate_signing_key"]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Tenant | None = None) -> list[Any]:
+        default = plans.default_plan_name()
+        no_plan = (
+            f"the default plan, {default!r} (A2A_DEFAULT_PLAN)"
+            if default
+            else "no limits (no A2A_DEFAULT_PLAN is set)"
+        )
+        return [
+            (None, {"fields": ("slug", "name", "is_active")}),
+            (
+                "Plan and limits",
+                {
+                    "description": f"Without a plan the tenant has {no_plan}. A number here "
+                    "overrides the plan's for this tenant; empty takes the plan's; 0 is "
+                    f"unlimited. {_applies_within()}",
+                    "fields": ("plan", *limit_field_names(plans.TENANT), "limits_page"),
+                },
+            ),
+        ]
+
+    def formfield_for_foreignkey(
+        self, db_field: models.ForeignKey, request: HttpRequest, **kwargs: Any
+    ) -> forms.ModelChoiceField | None:
+        if db_field.name == "plan":
+            kwargs["empty_label"] = "None: the default plan"
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description="In the console")
+    def limits_page(self, tenant: Tenant) -> str:
+        if tenant.pk is None:
+            return "-"
+        url = reverse("console:limits", args=[tenant.slug])
+        return format_html(
+            '<a href="{}">The limits in effect</a>: each with where it comes from, and every '
+            "agent's and key's own (what the tenant's people see).",
+            url,
+        )
 
     @admin.action(description="Rotate the push-signing key of the selected tenants")
     def rotate_signing_key(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
@@ -137,7 +369,7 @@ AGENT_JSON_FIELDS = (
 )
 
 
-class AgentForm(AgentKindFormMixin, forms.ModelForm):
+class AgentForm(_AgentLimits, AgentKindFormMixin, forms.ModelForm):  # type: ignore[misc,valid-type]
     executor_kind = forms.ChoiceField(choices=executor_kind_choices)
     # Operators may still edit the whole config as JSON: a changed object wins over the fields.
     config_json_editable = True
@@ -145,6 +377,7 @@ class AgentForm(AgentKindFormMixin, forms.ModelForm):
     class Meta:
         model = Agent
         fields = "__all__"
+        exclude = ("limits",)  # as a number field per limit (LimitsFormMixin)
         formfield_callback = _https_urls
         help_texts = {
             "executor_config": "The whole config as stored. Edit it with the fields of the "
@@ -270,12 +503,24 @@ class AgentAdmin(admin.ModelAdmin):
             )
         placed = {*AGENT_HEAD_FIELDS, *AGENT_RAW_FIELDS}
         rest = [f for f in super().get_fields(request, obj) if f not in placed]
-        rest = [f for f in rest if not f.startswith(("cfg__", "secret__", "secret_remove__"))]
+        rest = [
+            f
+            for f in rest
+            if not f.startswith(("cfg__", "secret__", "secret_remove__", LIMIT_PREFIX))
+        ]
         return [
             (None, {"fields": AGENT_HEAD_FIELDS}),
             *groups,
             ("Executor config as stored, and secrets", {"fields": AGENT_RAW_FIELDS}),
             ("Card and access", {"fields": rest}),
+            (
+                "Limits",
+                {
+                    "description": "This agent's own, over its tenant's: empty takes the "
+                    f"tenant's; 0 is unlimited. {_applies_within()}",
+                    "fields": limit_field_names(plans.AGENT),
+                },
+            ),
         ]
 
     def get_urls(self) -> list[URLPattern]:
@@ -329,7 +574,7 @@ def _stored_secret_names(agent: Agent | None) -> list[str]:
         return []
 
 
-class ApiKeyForm(forms.ModelForm):
+class ApiKeyForm(_KeyLimits, forms.ModelForm):  # type: ignore[misc,valid-type]
     class Meta:
         model = ApiKey
         fields = ("tenant", "name", "principal", "scopes", "agent", "revoked_at")

@@ -3,7 +3,8 @@ agent with a 200-character name and a 3,000-character description without a spac
 through the console's form; a task on it with 200 KB of text without a space (sent over A2A
 with an API key), and 200 KB more sent from Try it; a push delivery to a 2,000-character URL
 answered with a long error, a failed job with a long argument, a person and an operator with
-long names; then every console page that shows them, at 1280 px and at 390 px.
+long names, a key with limits of its own; then every console page that shows them, at 1280 px
+and at 390 px.
 
 On each page: the document is no wider than the window (with every <details> open, so what a
 click reveals counts too); at phone width every table fits the screen and the cells of its
@@ -122,6 +123,7 @@ _TABLES = r"""() => {
 
 _OPEN_DETAILS = "() => document.querySelectorAll('main details').forEach((d) => { d.open = true; })"
 
+
 class Layout:
     """Visits pages at both widths, collecting every problem (so one run names them all)."""
 
@@ -197,7 +199,9 @@ def test_long_unbroken_text_fits_every_page_at_desktop_and_phone_width(
     expect(page).to_have_url(agent_url)
     agent = Agent.objects.get(tenant=tenant, slug=AGENT_SLUG)
     assert (agent.name, agent.description) == (AGENT_NAME, DESCRIPTION)
-    _, key = api_key_create(tenant=tenant, name=KEY_NAME, principal=PRINCIPAL)
+    api_key, key = api_key_create(tenant=tenant, name=KEY_NAME, principal=PRINCIPAL)
+    api_key.limits = {"key_requests_per_second": 1_000_000}  # a row of the limits page
+    api_key.save()
 
     # a task with 200 KB of text without a space, sent over A2A with the key; its push config
     # points at a 2,000-character URL whose receiver refuses for good with a long error
@@ -280,6 +284,7 @@ def test_long_unbroken_text_fits_every_page_at_desktop_and_phone_width(
     layout.check("charts", f"{base}/console/charts/", "section.agent-charts svg")
     layout.check("workers", f"{base}/console/workers/", f'tr.failure[data-job="{job_id}"]')
     layout.check("people", f"{base}/console/t/{tenant.slug}/people/", "#people tr.person")
+    layout.check("limits", f"{base}/console/t/{tenant.slug}/limits/", "#key-limits tr.holder")
 
     # and the login page, logged out, after a failed attempt with a long user name
     page.context.clear_cookies()

@@ -97,6 +97,10 @@ OBJECT_ROUTES: dict[str, tuple[Callable[[dict[str, Any]], str], tuple[str, ...]]
         lambda w: reverse("console:people", kwargs={"tenant_slug": w["a"].slug}),
         ("get",),
     ),
+    "limits": (
+        lambda w: reverse("console:limits", kwargs={"tenant_slug": w["a"].slug}),
+        ("get",),
+    ),
     "person-add": (
         lambda w: reverse("console:person-add", kwargs={"tenant_slug": w["a"].slug}),
         ("post",),

@@ -14,6 +14,11 @@ the platform's own public URL (so the SSRF guard must let agents reach it: `make
 allowlists loopback), with a key of its own for echo, kept in its encrypted secrets and
 replaced only when it no longer works; and, when OPENAI_API_KEY or OPENAI_BASE_URL is set,
 `assistant`, an `openai` agent on that endpoint (OPENAI_MODEL, default gpt-4o-mini).
+
+Two plans to start from, `free` and `standard` (docs/plans.md), made when missing and never
+changed afterwards (the operator's edits in the admin stay). The demo tenant is given neither:
+without a plan it has the operator's default plan (A2A_DEFAULT_PLAN), and with none set, no
+limits, so `make run` and the TCK run unlimited.
 """
 
 from __future__ import annotations
@@ -32,11 +37,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from a2a_platform.secret_key import var_key_in_use, var_secret_keep, var_secret_read
+from agents import plans
 from agents.auth import hash_secret, key_prefix
 from agents.cards import agent_base_url
 from agents.crypto import DecryptionFailed, encryption_keys_check
 from agents.executors.secrets import executor_secrets_open
-from agents.models import Agent, ApiKey, Membership, Tenant
+from agents.models import Agent, ApiKey, Membership, Plan, Tenant
 from agents.services import (
     agent_create,
     agent_secrets_set,
@@ -99,6 +105,35 @@ ASSISTANT = {
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 
+# Starting points for an operator's plans; 0 is unlimited. `free` lets one person try agents
+# (a few calls a second, two runs at once, a daily quota); `standard` carries a team's
+# production traffic and gets twice free's share of the workers when tenants wait together.
+DEMO_PLANS: list[dict[str, Any]] = [
+    {
+        "name": "free",
+        "description": "To try agents: a few calls a second, two runs at once, 500 runs a day.",
+        "weight": 1,
+        "requests_per_second": 5,
+        "request_burst": 20,
+        "running_runs": 2,
+        "queued_runs": 50,
+        "runs_per_day": 500,
+        "runs_per_month": 5_000,
+        "stored_tasks": 5_000,
+    },
+    {
+        "name": "standard",
+        "description": "For production traffic: 50 calls a second, 20 runs at once.",
+        "weight": 2,
+        "requests_per_second": 50,
+        "request_burst": 200,
+        "running_runs": 20,
+        "queued_runs": 1_000,
+        "runs_per_month": 500_000,
+        "stored_tasks": 500_000,
+    },
+]
+
 
 class Command(BaseCommand):
     help = (
@@ -127,6 +162,7 @@ class Command(BaseCommand):
             self._card(agent)
         self._proxy(tenant)
         self._assistant(tenant)
+        self.stdout.write(self._plans(tenant))
         self.stdout.write(self._demo_key(tenant, renew=options["new_key"]))
         operator = self._login("operator", is_staff=True, is_superuser=True)
         owner = self._login(f"{tenant.slug}-owner")
@@ -135,6 +171,19 @@ class Command(BaseCommand):
         )
         for (user, password), what in ((operator, "operator"), (owner, f"owner of {tenant.slug}")):
             self.stdout.write(f"console login ({what}): {user.username} / {password}")
+
+    def _plans(self, tenant: Tenant) -> str:
+        """The starting plans, made when missing; the line that says what limits the demo."""
+        for spec in DEMO_PLANS:
+            Plan.objects.get_or_create(name=spec["name"], defaults=spec)
+        names = ", ".join(Plan.objects.order_by("name").values_list("name", flat=True))
+        if tenant.plan is not None:
+            has = f"plan {tenant.plan.name}"
+        elif (default := plans.default_plan_name()) and Plan.objects.filter(name=default).exists():
+            has = f"the default plan {default} (A2A_DEFAULT_PLAN)"
+        else:
+            has = "no plan: nothing limits it"
+        return f"plans: {names} (admin > Plans); {tenant.slug} has {has}"
 
     def _card(self, agent: Agent) -> None:
         self.stdout.write(
