@@ -352,10 +352,16 @@ class Cluster:
     def migrate(self) -> None:
         self.manage("manage.py", "migrate", "--noinput")
 
-    def seed(self, agents: dict[str, dict[str, Any]], tenant: str = "faults") -> dict[str, Any]:
-        """A tenant, its agents ({slug: {"kind", "config", "fields"}}) and a key: faults/seed.py
-        in a process of the cluster's settings. Returns {"key", "agents": {slug: url}}."""
-        spec = json.dumps({"tenant": tenant, "agents": agents})
+    def seed(
+        self,
+        agents: dict[str, dict[str, Any]],
+        tenant: str = "faults",
+        limits: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """A tenant (with its own `limits`), its agents ({slug: {"kind", "config", "fields"}})
+        and a key: faults/seed.py in a process of the cluster's settings. Returns {"key",
+        "agents": {slug: url}}."""
+        spec = json.dumps({"tenant": tenant, "agents": agents, "limits": limits or {}})
         made = json.loads(self.manage("-m", "faults.seed", stdin=spec).strip().splitlines()[-1])
         made["agents"] = {slug: self.agent_url(tenant, slug) for slug in agents}
         return made

@@ -3,7 +3,8 @@
     python -m faults.seed < spec.json
 
 The spec: {"tenant": slug, "agents": {slug: {"kind": "python", "config": {...},
-"fields": {...}}}}; `fields` are further Agent fields (visibility, or the worker-loss policy:
+"fields": {...}}}, "limits": {...}}; `limits` are the tenant's own (agents.plans), skipped on a
+platform without them; `fields` are further Agent fields (visibility, or the worker-loss policy:
 `worker_loss`, `worker_loss_attempts`), each set only if this platform's Agent has it, so
 the suite runs before and after a field lands. Prints one JSON line: {"key", "skipped"}.
 """
@@ -17,12 +18,18 @@ from typing import Any
 
 
 def seed(spec: dict[str, Any]) -> dict[str, Any]:
-    from agents.models import Agent
+    from agents.models import Agent, Tenant
     from agents.services import agent_create, api_key_create, tenant_create
 
     tenant = tenant_create(slug=spec["tenant"], name=spec["tenant"].title())
-    known = {f.name for f in Agent._meta.get_fields()}
     skipped: list[str] = []
+    if spec.get("limits"):
+        if "limits" in {f.name for f in Tenant._meta.get_fields()}:
+            tenant.limits = spec["limits"]
+            tenant.save(update_fields=["limits"])
+        else:
+            skipped.append("tenant.limits")
+    known = {f.name for f in Agent._meta.get_fields()}
     for slug, agent in spec["agents"].items():
         fields = {k: v for k, v in (agent.get("fields") or {}).items() if k in known}
         skipped += [f"{slug}.{k}" for k in agent.get("fields") or {} if k not in known]

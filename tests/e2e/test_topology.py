@@ -26,7 +26,7 @@ from a2a.types import (
     TaskState,
 )
 
-from faults.cluster import FAULT_EXECUTORS, Cluster
+from faults.cluster import FAULT_EXECUTORS, Cluster, wait_until
 from faults.observe import TERMINAL, rpc, send_params, sse_frames, state_of
 
 from .clients import GRPC, JSONRPC, V1_0, sdk_client, send, user_message
@@ -208,3 +208,64 @@ def test_a_stream_cut_by_a_killed_web_process_resumes_on_the_other_with_nothing_
     assert servers[0] != servers[1] and set(servers) == {"web1", "web2"}, servers
     # The send's event, working, eight steps, completed: each once, in order.
     assert seqs == list(range(1, 12)), seqs
+
+
+def _run_spans(database_url: str, task_ids: list[str]) -> list[tuple[float, float]]:
+    """Each run's span, from its task's event log in the cluster's PostgreSQL: from its first
+    `working` status to its last event."""
+    import psycopg
+
+    with psycopg.connect(database_url) as db:
+        rows = db.execute(
+            "SELECT task_id::text, min(created_at) FILTER (WHERE state = 'TASK_STATE_WORKING'), "
+            "max(created_at) FROM tasks_app_taskevent WHERE task_id = ANY(%s::uuid[]) "
+            "GROUP BY task_id",
+            [task_ids],
+        ).fetchall()
+    assert len(rows) == len(task_ids) and all(start for _, start, _ in rows), rows
+    return [(start.timestamp(), end.timestamp()) for _, start, end in rows]
+
+
+def test_a_running_cap_holds_on_two_web_processes_and_two_workers_and_survives_restarts(
+    cluster,
+):
+    """Sends through both web processes while no worker runs: two runs go to the broker,
+    the rest wait in the tenant's lane in PostgreSQL. Then every process of the platform and
+    the broker start again, and the two workers run all of them, never more than two at once."""
+    running, _ = cluster
+    steps = {"class_path": FAULT_EXECUTORS, "init_kwargs": {"steps": 2, "seconds": 0.3}}
+    made = running.seed(
+        {"capped": {"kind": "python", "config": steps}},
+        tenant="lanes",
+        limits={"running_runs": 2},
+    )
+    url = made["agents"]["capped"]
+    headers = {"X-API-Key": made["key"], "A2A-Version": "1.0"}
+    for name in ("agents1", "agents2"):
+        running.terminate(name)
+    task_ids = []
+    with httpx.Client(timeout=60, headers=headers) as http:
+        for n in range(6):
+            params = send_params(f"run {n}", mid())
+            params["configuration"] = {"returnImmediately": True}
+            answer = http.post(url, json=rpc("SendMessage", params)).json()
+            task_ids.append(answer["result"]["task"]["id"])
+        running.services.stop_redis()
+        running.services.start_redis()
+        for name in [m for m in running.members if m != "front"]:
+            running.restart(name)
+
+        def ended() -> bool:
+            answers = [http.post(url, json=rpc("GetTask", {"id": t})).json() for t in task_ids]
+            return all(state_of(a.get("result", {})) in TERMINAL for a in answers)
+
+        wait_until(ended, timeout=180, what="the six runs to end")
+        answers = [http.post(url, json=rpc("GetTask", {"id": t})).json() for t in task_ids]
+        assert {state_of(a["result"]) for a in answers} == {"TASK_STATE_COMPLETED"}, answers
+    spans = _run_spans(running.env["DATABASE_URL"], task_ids)
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    now = peak = 0
+    for _, step in edges:
+        now += step
+        peak = max(peak, now)
+    assert peak == 2, f"{peak} runs of a tenant capped at 2 ran at once"
