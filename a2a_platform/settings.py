@@ -381,6 +381,8 @@ A2A_WORKER_GRACE_SECONDS = _positive_float("A2A_WORKER_GRACE_SECONDS", 20.0)
 # workers, so a burst cannot fill every worker; 0 turns lanes off (every run goes to the
 # broker at once, first come first served).
 A2A_LANE_WINDOW = _positive_int("A2A_LANE_WINDOW", 200, allow_zero=True)
+# A new task whose run has waited in its lane this long says why in its status message (once).
+A2A_LANE_NOTE_SECONDS = _positive_float("A2A_LANE_NOTE_SECONDS", 10.0)
 # The plan (by name) of tenants that have none; "" for no limits.
 A2A_DEFAULT_PLAN = env.str("A2A_DEFAULT_PLAN", default="")
 # Threads of a push worker process (each delivery is one blocking HTTP request).

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -70,6 +71,18 @@ class Lane:
         """Whether a limit the lane enforces must hold exactly (counted under the lock)."""
         limits = self.limits
         return bool(limits.running_runs or limits.agent_running_runs or limits.queued_runs)
+
+    def note(self, in_flight: int) -> str:
+        """Why a run of this lane waits, for its task's status."""
+        limits = self.limits
+        if limits.running_runs and self.window == limits.running_runs:
+            why = f"its limit of {limits.running_runs} runs at once (running_runs)"
+        else:
+            why = "as many as its agents' limits or its share of the workers allow"
+        return (
+            f"Waiting to start: this tenant has {in_flight} runs under way, {why}. The run "
+            "starts as one of them ends."
+        )
 
     @property
     def on(self) -> bool:
@@ -220,7 +233,9 @@ def _agent_has_room(lane: Lane, agent_id: int, rooms: dict[int, int]) -> bool:
 
 
 def lanes_refill() -> int:
-    """The reaper's round: hand over what every lane has room for. Returns how many runs went."""
+    """The reaper's round: hand over what every lane has room for, and say in the status of
+    each new task that has waited longer than `A2A_LANE_NOTE_SECONDS` why it waits. Returns
+    how many runs went."""
     tenants = (
         Task.objects.filter(held=True).values_list("tenant_id", flat=True).distinct().order_by()
     )
@@ -228,6 +243,30 @@ def lanes_refill() -> int:
     for tenant_id in list(tenants):
         try:
             moved += len(promote(tenant_id=tenant_id))
+            _notes_write(tenant_id)
         except Exception:
             logger.warning("Refilling the lane of tenant %s failed", tenant_id, exc_info=True)
     return moved
+
+
+# Lane notes written in one reaper round, per tenant: a long lane is noted over a few rounds.
+NOTES_PER_ROUND = 200
+
+
+def _notes_write(tenant_id: int) -> None:
+    from . import services
+
+    waited = timezone.now() - timedelta(seconds=settings.A2A_LANE_NOTE_SECONDS)
+    waiting = list(
+        Task.objects.filter(
+            tenant_id=tenant_id, held=True, last_seq=1, job_queued_at__lt=waited
+        ).values_list("pk", "agent_id")[:NOTES_PER_ROUND]
+    )
+    if not waiting:
+        return
+    from agents.cache import agent_by_pk
+
+    lane = Lane.of(agent_by_pk(waiting[0][1]))
+    text = lane.note(_count(Q(tenant_id=tenant_id) & IN_FLIGHT, 1_000_000))
+    for pk, _ in waiting:
+        services.task_lane_note(task_id=pk, text=text)

@@ -619,7 +619,8 @@ def _status_message_to_history(task: Task) -> None:
     """As the SDK's TaskManager does: a status message that is replaced, or answered by a new
     message, moves into the history, so the history reads in the order things were said."""
     if task.status_message:
-        _history_append(task, ParseDict(task.status_message, MessageProto()))
+        if not task.status_message.get("metadata", {}).get(LANE_NOTE):
+            _history_append(task, ParseDict(task.status_message, MessageProto()))
         task.status_message = None
 
 
@@ -808,8 +809,15 @@ def task_end(*, task_id: uuid.UUID, state: int, reason: str) -> bool:
         return True
 
 
-def _platform_status(task: Task, state: int, text: str) -> None:
-    """A status event the platform writes for the task (not its agent), saying why."""
+# The metadata key of the platform's notes that say why a run waits in its tenant's lane: such
+# a note is the task's status message only until the run starts, and never enters the history
+# (an agent would read it as part of the conversation).
+LANE_NOTE = "a2a-platform/lane"
+
+
+def _platform_status(task: Task, state: int, text: str, *, transient: bool = False) -> None:
+    """A status event the platform writes for the task (not its agent), saying why;
+    `transient`: a lane note (LANE_NOTE), dropped when the status moves on."""
     note = MessageProto(
         message_id=str(uuid.uuid4()),
         role=Role.ROLE_AGENT,
@@ -817,10 +825,29 @@ def _platform_status(task: Task, state: int, text: str) -> None:
         context_id=task.context_id,
     )
     note.parts.add(text=text)
+    if transient:
+        note.metadata.update({LANE_NOTE: True})
     _set_status(task, state, note)
     event = TaskStatusUpdateEvent(task_id=str(task.pk), context_id=task.context_id)
     event.status.CopyFrom(task_status(task))
     _event_append(task, TaskEvent.Kind.STATUS, StreamResponse(status_update=event))
+
+
+def task_lane_note(*, task_id: uuid.UUID, text: str) -> bool:
+    """Say in a new task's status (still `submitted`) why its run has not started: it waits in
+    its tenant's lane. Once per task, while it has said nothing else (its creation is its only
+    event) and still waits; False otherwise, or when another process holds the row."""
+    with transaction.atomic():
+        task = (
+            Task.objects.select_for_update(skip_locked=True)
+            .filter(pk=task_id, held=True, last_seq=1, state=SUBMITTED)
+            .first()
+        )
+        if task is None:
+            return False
+        _platform_status(task, TaskState.TASK_STATE_SUBMITTED, text, transient=True)
+        task.save()
+        return True
 
 
 def _revoke(job_id: str) -> None:

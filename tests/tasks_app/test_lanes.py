@@ -182,3 +182,29 @@ def test_a_tenant_without_limits_and_no_window_has_no_lane(
     agent = make_agent(make_tenant())
     assert not lanes.Lane.of(agent).on
     assert published == [] and sends(agent, 3) == published
+
+
+def test_a_run_that_waits_long_says_why_once_and_the_note_never_enters_the_history(
+    settings, make_tenant, make_agent, sends, django_capture_on_commit_callbacks
+):
+    settings.A2A_LANE_WINDOW = 1
+    settings.A2A_LANE_NOTE_SECONDS = 0.001
+    tenant = make_tenant()
+    tenant.limits = {"running_runs": 1}
+    tenant.save()
+    agent = make_agent(tenant)
+    first, waiting = sends(agent, 2)
+    lanes.lanes_refill()
+    lanes.lanes_refill()  # once only
+    task = Task.objects.get(pk=waiting)
+    assert (task.state, task.last_seq) == ("TASK_STATE_SUBMITTED", 2)
+    text = task.status_message["parts"][0]["text"]
+    assert "limit of 1 runs at once (running_runs)" in text, text
+    assert "1 runs under way" in text, text
+
+    run_to_end(first, django_capture_on_commit_callbacks)
+    task = Task.objects.get(pk=waiting)
+    assert task_claim(task_id=task.pk, job_id=task.job_id, runner="w2") == "claimed"
+    task_event_record(task_id=task.pk, event=status(task.pk, TaskState.TASK_STATE_WORKING))
+    history = [m.data for m in Task.objects.get(pk=waiting).messages.all()]
+    assert [m["role"] for m in history] == ["ROLE_USER"], history
