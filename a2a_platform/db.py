@@ -11,10 +11,12 @@ pool so a thread never waits for a connection. Each call returns its connection 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import functools
 import os
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
@@ -67,12 +69,14 @@ def use_threads(threads: int) -> None:
     _threads = threads
 
 
+def _size() -> int:
+    return _threads or settings.A2A_DB_THREADS
+
+
 def executor() -> ThreadPoolExecutor:
     global _executor
     if _executor is None:
-        _executor = ThreadPoolExecutor(
-            max_workers=_threads or settings.A2A_DB_THREADS, thread_name_prefix="a2a-db"
-        )
+        _executor = ThreadPoolExecutor(max_workers=_size(), thread_name_prefix="a2a-db")
     return _executor
 
 
@@ -91,18 +95,90 @@ def caller_loop() -> asyncio.AbstractEventLoop | None:
     return getattr(_local, "loop", None)
 
 
+# Whose work a call is (a tenant, as the caller builder and the worker's runtime set it): when
+# the database threads are all busy, calls wait for one in a queue per owner, served in turn.
+fair_key: contextvars.ContextVar[object] = contextvars.ContextVar("db_fair_key", default=None)
+
+
+class FairGate:
+    """At most `slots` calls on the database threads at once; the calls past that wait in one
+    first-in-first-out queue per owner (`fair_key`), and each freed thread goes to the next
+    owner in turn, not to the longest queue. So a tenant whose requests or runs keep every
+    thread busy delays another tenant's call by one call, not by its whole backlog. Free
+    threads are taken at once, without waiting (the uncontended path is a counter). One gate
+    per event loop; touched only on it."""
+
+    def __init__(self, slots: int) -> None:
+        self.free = slots
+        self.waiting: dict[object, collections.deque[asyncio.Future[None]]] = {}
+
+    async def acquire(self) -> None:
+        if self.free > 0 and not self.waiting:
+            self.free -= 1
+            return
+        future = asyncio.get_running_loop().create_future()
+        self.waiting.setdefault(fair_key.get(), collections.deque()).append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # handed a thread as it was cancelled: pass it on
+            else:
+                self._forget(future)
+            raise
+
+    def release(self) -> None:
+        while self.waiting:
+            owner, queue = next(iter(self.waiting.items()))
+            del self.waiting[owner]
+            future = queue.popleft()
+            if queue:
+                self.waiting[owner] = queue  # to the back of the turn
+            if not future.done():
+                future.set_result(None)
+                return
+        self.free += 1
+
+    def _forget(self, future: asyncio.Future[None]) -> None:
+        for owner, queue in list(self.waiting.items()):
+            if future in queue:
+                queue.remove(future)
+                if not queue:
+                    del self.waiting[owner]
+                return
+
+
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FairGate] = weakref.WeakKeyDictionary()
+
+
+def _gate(loop: asyncio.AbstractEventLoop) -> FairGate:
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = FairGate(_size())
+    return gate
+
+
 def db(func: Callable[P, R], *, own_lane: bool = False) -> Callable[P, Coroutine[Any, Any, R]]:
-    """`await db(func)(...)`: run a sync ORM function on the process's database threads
-    (`own_lane`: on a thread of its own, never queued behind them)."""
+    """`await db(func)(...)`: run a sync ORM function on the process's database threads,
+    taking turns by owner (`fair_key`, FairGate) when they are all busy (`own_lane`: on a
+    thread of its own, never queued behind them)."""
 
     @functools.wraps(func)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
-        pool = _lane() if own_lane else executor()
-        return await loop.run_in_executor(
-            pool, context.run, _in_db_thread, loop, func, args, kwargs
-        )
+        if own_lane:
+            return await loop.run_in_executor(
+                _lane(), context.run, _in_db_thread, loop, func, args, kwargs
+            )
+        gate = _gate(loop)
+        await gate.acquire()
+        try:
+            return await loop.run_in_executor(
+                executor(), context.run, _in_db_thread, loop, func, args, kwargs
+            )
+        finally:
+            gate.release()
 
     return call
 

@@ -21,7 +21,7 @@ from a2a.extensions.common import get_requested_extensions
 from django.conf import settings
 from packaging.version import InvalidVersion, Version
 
-from a2a_platform.db import db
+from a2a_platform.db import db, fair_key
 from a2a_platform.versions import SUPPORTED_VERSIONS, V0_1, V0_3, V1_0
 from agents.auth import Principal, caller_resolve, credentials_from_headers
 from agents.errors import AuthenticationRequired
@@ -107,6 +107,8 @@ class Identified:
         if self.refused is not None:
             raise self.refused
         assert self.agent is not None and self.principal is not None
+        # The request's database work takes turns with other tenants' (a2a_platform.db).
+        fair_key.set(self.agent.tenant_id)
         return Caller(
             agent=self.agent,
             principal=self.principal,

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from a2a.types import TaskState
 from django.conf import settings
 
-from a2a_platform.db import DATABASE_WAIT_SECONDS, database_lost, db
+from a2a_platform.db import DATABASE_WAIT_SECONDS, database_lost, db, fair_key
 
 from .doorbell import Subscription, runner_group, shared_layer
 from .execution import HandedBack, Stop, cancel_outside_run, claim, run
@@ -120,6 +120,8 @@ class Runtime:
             )
             if loaded is None:
                 return outcome
+            # The run's database work takes turns with other tenants' runs (a2a_platform.db).
+            fair_key.set(loaded[0].agent.tenant_id)
             try:
                 released = await run(task_id, loaded, configuration, extensions, stop)
             except HandedBack as back:

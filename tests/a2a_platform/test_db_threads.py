@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from a2a_platform.db import caller_loop, db, executor
+from a2a_platform.db import FairGate, caller_loop, db, executor, fair_key
 
 
 def test_a_call_runs_on_a_database_thread_and_knows_its_callers_loop():
@@ -90,3 +90,43 @@ def test_a_lost_database_is_told_from_a_statement_that_failed():
     for error in (timed_out, wrong, ValueError("no"), bug):
         assert not database_lost(error)
     assert not database_lost(None)
+
+
+def test_busy_database_threads_are_handed_out_by_owner_in_turn_not_by_arrival():
+    """One tenant's backlog of calls, queued first, does not keep another's call waiting behind
+    all of it: when a thread frees, the owners waiting take turns."""
+    gate = FairGate(1)
+
+    async def turns():
+        await gate.acquire()  # the one thread, taken
+        handed: list[str] = []
+
+        async def wait(owner: str, label: str) -> None:
+            fair_key.set(owner)
+            await gate.acquire()
+            handed.append(label)
+            gate.release()
+
+        waiters = [asyncio.ensure_future(wait("noisy", f"n{i}")) for i in range(3)]
+        waiters.append(asyncio.ensure_future(wait("quiet", "q")))
+        await asyncio.sleep(0)
+        gate.release()
+        await asyncio.gather(*waiters)
+        return handed, gate.free
+
+    assert asyncio.run(turns()) == (["n0", "q", "n1", "n2"], 1)
+
+
+def test_a_call_canceled_while_it_waits_for_a_thread_gives_up_its_place():
+    gate = FairGate(1)
+
+    async def scenario():
+        await gate.acquire()
+        waiting = asyncio.ensure_future(gate.acquire())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        gate.release()
+        return gate.free, gate.waiting
+
+    assert asyncio.run(scenario()) == (1, {})
