@@ -46,7 +46,7 @@ protos: setup
 	bindings/protos/generate.sh
 
 # `make bench`: the platform beside the a2a-sdk's own server, every scenario (bench/compare.py,
-# about 15 minutes), then the noisy neighbour (bench/noisy_neighbour.py, about 8 minutes);
+# about 15 minutes), then the noisy neighbour (bench/noisy_neighbour.py, about 6 minutes);
 # BENCH_ARGS="--quick" for a short run of both, "--embedded" to add that profile to the first.
 bench: setup
 	$(VENV)/bin/python bench/compare.py $(BENCH_ARGS)

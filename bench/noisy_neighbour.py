@@ -1,7 +1,7 @@
 """Noisy neighbour: one tenant's latency while another tenant bursts, on the production profile.
 
-    make bench-noisy                                     # both variants, 2 rounds (~10 minutes)
-    .venv/bin/python bench/noisy_neighbour.py --quick    # a small bounded run (~2 minutes)
+    make bench-noisy                                     # both variants, 2 rounds (about 6 minutes)
+    .venv/bin/python bench/noisy_neighbour.py --quick    # a small bounded run (about 2 minutes)
     .venv/bin/python bench/noisy_neighbour.py --platform-dir /tmp/before --variants none
     .venv/bin/python bench/noisy_neighbour.py --platform-env A2A_LANE_WINDOW=0 \\
         --n-limits running_runs=50,requests_per_second=100,request_burst=100
