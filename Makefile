@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint clean bench lock protos fuzz faults bench-topology
+.PHONY: run test setup lint clean bench lock protos fuzz faults bench-topology bench-noisy
 
 setup: $(STAMP)
 
@@ -46,9 +46,17 @@ protos: setup
 	bindings/protos/generate.sh
 
 # `make bench`: the platform beside the a2a-sdk's own server, every scenario (bench/compare.py,
-# about 15 minutes); BENCH_ARGS="--quick" for a short run, "--embedded" to add that profile.
+# about 15 minutes), then the noisy neighbour (bench/noisy_neighbour.py, about 6 minutes);
+# BENCH_ARGS="--quick" for a short run of both, "--embedded" to add that profile to the first.
 bench: setup
 	$(VENV)/bin/python bench/compare.py $(BENCH_ARGS)
+	$(VENV)/bin/python bench/noisy_neighbour.py $(filter --quick,$(BENCH_ARGS)) $(NOISY_ARGS)
+
+# `make bench-noisy`: the noisy neighbour alone, one tenant's latency while another bursts, with
+# and without a plan limiting the noisy one (bench/noisy_neighbour.py, docs/benchmarks.md);
+# NOISY_ARGS="--quick" for a short run, e.g. "--platform-env A2A_LANE_WINDOW=0 --variants none".
+bench-noisy: setup
+	$(VENV)/bin/python bench/noisy_neighbour.py $(NOISY_ARGS)
 
 # `make faults`: the fault suite (faults/, docs/reliability.md): every fault, 20 trials each,
 # on a cluster of its own behind HAProxy (about 20 minutes on 2 cores);

@@ -138,6 +138,17 @@ def platform_processes_from_run_sh(
     return processes
 
 
+def env_pairs(pairs: list[str]) -> dict[str, str]:
+    """`--platform-env NAME=VALUE` options as a dict; a malformed one stops the run."""
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SystemExit(f"--platform-env: expected NAME=VALUE, not {pair!r}")
+        out[name] = value
+    return out
+
+
 def platform_processes(
     source: str, platform_dir: Path, *, bin_dir: str, port: int, var: str
 ) -> list[tuple[str, list[str]]]:
@@ -442,8 +453,8 @@ class System:
                     f"{self.name}: {proc.role} exited ({proc.popen.returncode}); see {proc.log}"
                 )
 
-    def url(self, agent: str) -> str:
-        return f"{self.base_url}/a2a/{TENANT}/{agent}/"
+    def url(self, agent: str, tenant: str = TENANT) -> str:
+        return f"{self.base_url}/a2a/{tenant}/{agent}/"
 
     def seed(self, agent: str, start: int, count: int) -> dict[str, Any]:
         """Stored tasks start .. start + count - 1 for `agent`."""
@@ -555,6 +566,7 @@ class PlatformSystem(System):
         run_dir: Path,
         plan: Plan,
         process_source: str,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         name = "platform" if profile == "production" else "embedded"
         label = "platform" if profile == "production" else "platform (embedded)"
@@ -562,6 +574,8 @@ class PlatformSystem(System):
         self.profile, self.platform_dir, self.python = profile, platform_dir, python
         self.services, self.processes, self.run_dir, self.plan = services, processes, run_dir, plan
         self.process_source = process_source
+        # Settings of the platform's own (`--platform-env`), set on every process it runs.
+        self.extra_env = dict(extra_env or {})
         self.var = Path(tempfile.mkdtemp(prefix=f"a2a-bench-{name}-"))
         self.commands: list[tuple[str, list[str]]] = []
         self.port_text = ""
@@ -589,6 +603,7 @@ class PlatformSystem(System):
             env["DATABASE_URL"] = self.services.url("platform")
             env["REDIS_URL"] = self.services.env["REDIS_URL"]
             env["CELERY_BROKER_URL"] = self.services.env["REDIS_URL"].rsplit("/", 1)[0] + "/1"
+        env.update(self.extra_env)
         return env
 
     def manage(self, *args: str, env: dict[str, str], timeout: float = 1800) -> str:
@@ -607,10 +622,18 @@ class PlatformSystem(System):
             )
         return out.stdout
 
-    def seed_script(self, *args: str, timeout: float = 1800) -> dict[str, Any]:
+    def seed_script(
+        self, *args: str, tenant: str = TENANT, timeout: float = 1800
+    ) -> dict[str, Any]:
         script = [str(BENCH / "platform_seed.py"), "--platform-dir", str(self.platform_dir)]
-        out = self.manage(*script, "--tenant", TENANT, *args, env=self._env, timeout=timeout)
+        out = self.manage(*script, "--tenant", tenant, *args, env=self._env, timeout=timeout)
         return json.loads(out.strip().splitlines()[-1])
+
+    def prepare(self) -> None:
+        """What the platform holds before its processes start: here the bench tenant, its
+        agents and key (a scenario with tenants of its own says its own)."""
+        made = self.seed_script("setup", "--agents", json.dumps(agents_for(self.plan)))
+        self.key = made["key"]
 
     def start(self) -> None:
         port = free_port()
@@ -623,8 +646,7 @@ class PlatformSystem(System):
         where = self.seed_script("check")
         print(f"  platform code: {where['tasks_app']} ({where['database']})")
         self.manage("manage.py", "migrate", "--noinput", env=env)
-        made = self.seed_script("setup", "--agents", json.dumps(agents_for(self.plan)))
-        self.key = made["key"]
+        self.prepare()
         bin_dir = str(self.python.parent)
         self.commands = platform_processes(
             self.process_source, self.platform_dir, bin_dir=bin_dir, port=port, var=str(self.var)
@@ -665,6 +687,10 @@ class PlatformSystem(System):
             procs=self.procs,
         )
 
+    def first_url(self) -> str:
+        """The `echo` agent the first blocking send goes to, with `self.key`."""
+        return self.url("echo")
+
     def _one_blocking_send(self) -> bool:
         body = json.dumps(
             {
@@ -681,7 +707,7 @@ class PlatformSystem(System):
             }
         ).encode()
         request = urllib.request.Request(
-            self.url("echo"),
+            self.first_url(),
             data=body,
             headers={
                 "Content-Type": "application/json",
@@ -705,6 +731,7 @@ class PlatformSystem(System):
         for role, argv in self.commands:
             line = shlex.join(argv).replace(f"{self.python.parent}/", ".venv/bin/")
             line = line.replace(str(self.var), "$A2A_VAR_DIR").replace(self.port_text, "-p $PORT")
+            line = line.replace(f"--port {self.port_text[3:]}", "--port $PORT")  # runweb
             shown.append([role, line])
         return shown
 
@@ -1299,6 +1326,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="one system at a time (default: sdk and platform both up, measured in turn)",
     )
+    parser.add_argument(
+        "--platform-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for every platform process (repeatable), e.g. A2A_LANE_WINDOW=0",
+    )
     parser.add_argument("--scenarios", help="subset of closed,io,memory,cancel,scale")
     parser.add_argument("--ops", help="closed-loop operations: send,send_nowait,get,stream")
     parser.add_argument(
@@ -1352,6 +1386,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform_dir": str(platform_dir),
         "platform_commit": git_describe(platform_dir),
         "platform_python": str(python),
+        "platform_env": env_pairs(args.platform_env),
         "versions": versions(),
         "quick": args.quick,
         "plan": plan.__dict__,
@@ -1393,6 +1428,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_dir=run_dir,
                 plan=plan,
                 process_source=args.platform_processes,
+                extra_env=env_pairs(args.platform_env),
             )
 
         # The production pair runs side by side, measured in turn; the embedded profile (its
@@ -1464,6 +1500,13 @@ RATIO_NOTE = (
 )
 
 
+def settings_note(extra: dict[str, str]) -> str:
+    """The `--platform-env` settings, as a sentence of the report."""
+    if not extra:
+        return ""
+    return " Their added settings: " + ", ".join(f"`{k}={v}`" for k, v in extra.items()) + "."
+
+
 def markdown_report(
     meta: dict[str, Any], rows: list[list[str]], headers: list[str], commands: dict[str, Any]
 ) -> str:
@@ -1483,7 +1526,7 @@ def markdown_report(
             "system under test, PostgreSQL and Redis. "
             f"`bench/compare.py {' '.join(meta['argv'])}` took {meta['elapsed_s']} s.",
             "",
-            f"Platform processes: {processes}.",
+            f"Platform processes: {processes}." + settings_note(meta.get("platform_env") or {}),
             "",
             markdown(rows, headers),
             "",

@@ -23,6 +23,14 @@ kinds:
 - `scale`: GetTask and ListTasks variants, one at a time, on each of `targets` (an agent and
   its `seeded` stored tasks), the targets taking turns call by call, each read after a few
   unmeasured calls of its kind.
+- `sequential`: one client's blocking SendMessage calls, one after another, each call's start
+  (CLOCK_MONOTONIC, comparable between processes) and latency, until `seconds` passed or the
+  file `stop_file` exists (bench/noisy_neighbour.py's quiet tenant).
+- `burst`: `count` non-blocking SendMessage calls at `concurrency` clients, none retried, each
+  answer counted by HTTP status and error reason; then, reading the platform's task table in
+  PostgreSQL (`dsn`, `task_table`, `tenant_id`: not through the web processes, whose latency
+  another client measures meanwhile), the time until none of the tenant's tasks is submitted
+  or working (bench/noisy_neighbour.py's noisy tenant).
 """
 
 from __future__ import annotations
@@ -729,7 +737,157 @@ async def scale(spec: dict[str, Any]) -> dict[str, Any]:
     return {"sizes": outs}
 
 
-KINDS = {"closed": closed, "io": io, "memory": memory, "cancel": cancel, "scale": scale}
+# --- two tenants: one client's latency while another tenant bursts ---------------------------
+
+
+def refusal(status: int, body: Any) -> str:
+    """What a refused call was refused with: the HTTP status and the ErrorInfo reason (else the
+    JSON-RPC code), e.g. `HTTP 429 RATE_LIMITED`."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return f"HTTP {status}"
+    details = error.get("data") if isinstance(error.get("data"), list) else []
+    reasons = [
+        d.get("reason")
+        for d in details
+        if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.ErrorInfo")
+    ]
+    return f"HTTP {status} {reasons[0] if reasons and reasons[0] else error.get('code')}"
+
+
+async def send_once(
+    http: aiohttp.ClientSession, url: str, *, nowait: bool
+) -> tuple[str, dict[str, Any] | None]:
+    """One SendMessage: ("ok", its result) or (what refused or broke it, None)."""
+    try:
+        async with http.post(url, json=rpc("SendMessage", send_params(nowait=nowait))) as r:
+            text = await r.text()
+            status = r.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return f"transport {type(exc).__name__}", None
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return f"HTTP {status} (not JSON)", None
+    if status != 200 or "error" in body:
+        return refusal(status, body), None
+    return "ok", body.get("result") or {}
+
+
+async def sequential(spec: dict[str, Any]) -> dict[str, Any]:
+    url = spec["url"]
+    stop_file = Path(spec["stop_file"]) if spec.get("stop_file") else None
+    samples: list[list[Any]] = []
+    async with client(spec, 2) as http:
+        for _ in range(int(spec.get("warmup_calls", 3))):  # not measured: first-call costs
+            await send_once(http, url, nowait=False)
+        deadline = time.monotonic() + float(spec["seconds"])
+        for _ in range(1_000_000):  # bounded; the deadline or the stop file ends it first
+            if time.monotonic() >= deadline or (stop_file is not None and stop_file.exists()):
+                break
+            started = time.monotonic()
+            outcome, result = await send_once(http, url, nowait=False)
+            if outcome == "ok" and task_state(result or {}) != "TASK_STATE_COMPLETED":
+                outcome = f"answered {task_state(result or {}) or 'no task'}"
+            samples.append([round(started, 6), round(time.monotonic() - started, 6), outcome])
+    return {"samples": samples}
+
+
+class TenantTasks:
+    """A tenant's tasks by state, read from the platform's task table on one connection."""
+
+    def __init__(self, dsn: str, table: str, tenant_id: int) -> None:
+        import psycopg
+        from psycopg import sql
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.statement = sql.SQL(
+            "SELECT state, count(*) FROM {} WHERE tenant_id = %s GROUP BY state"
+        ).format(sql.Identifier(table))
+        self.tenant_id = tenant_id
+
+    def states(self) -> dict[str, int]:
+        rows = self.conn.execute(self.statement, (self.tenant_id,)).fetchall()
+        return {str(state): int(n) for state, n in rows}
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def in_flight(states: dict[str, int]) -> int:
+    """Tasks submitted or working (a run waiting or running)."""
+    return sum(n for state, n in states.items() if state not in SETTLED)
+
+
+async def burst(spec: dict[str, Any]) -> dict[str, Any]:
+    url, count, concurrency = spec["url"], int(spec["count"]), int(spec["concurrency"])
+    tasks = TenantTasks(spec["dsn"], spec["task_table"], int(spec["tenant_id"]))
+    try:
+        return await _burst(spec, url, count, concurrency, tasks)
+    finally:
+        tasks.close()
+
+
+async def _burst(
+    spec: dict[str, Any], url: str, count: int, concurrency: int, tasks: TenantTasks
+) -> dict[str, Any]:
+    before = await asyncio.to_thread(tasks.states)
+    meter = Meter(spec.get("watch", {}))
+    outcomes: Counter[str] = Counter()
+    accept_latency: list[float] = []
+    async with client(spec, concurrency + 4) as http:
+        meter.start()
+        started = time.monotonic()
+
+        async def one() -> None:
+            sent = time.monotonic()
+            outcome, _ = await send_once(http, url, nowait=True)
+            outcomes[outcome] += 1
+            if outcome == "ok":
+                accept_latency.append(time.monotonic() - sent)
+
+        await gather_limited(concurrency, [one] * count)
+        sent_all = time.monotonic()
+        # Until nothing of the tenant's waits or runs: its backlog has drained.
+        drained_at = None
+        states: dict[str, int] = {}
+        deadline = started + float(spec.get("drain_timeout", 600))
+        for _ in range(1_000_000):
+            states = await asyncio.to_thread(tasks.states)
+            if in_flight(states) == 0:
+                drained_at = time.monotonic()
+                break
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.2)
+        usage = meter.stop()
+    accepted = outcomes.pop("ok", 0)
+    return {
+        "count": count,
+        "concurrency": concurrency,
+        "started": round(started, 6),
+        "drained_at": round(drained_at, 6) if drained_at is not None else None,
+        "accepted": accepted,
+        "refused": dict(outcomes.most_common()),
+        "accept_latency_ms": percentiles(accept_latency),
+        "sending_s": round(sent_all - started, 2),
+        "drain_s": round(drained_at - started, 2) if drained_at is not None else None,
+        "left_in_flight": in_flight(states),
+        # What became of this burst's tasks: the change per state since it began.
+        "states": {s: n - before.get(s, 0) for s, n in states.items() if n != before.get(s, 0)},
+        "usage": usage,
+    }
+
+
+KINDS = {
+    "closed": closed,
+    "io": io,
+    "memory": memory,
+    "cancel": cancel,
+    "scale": scale,
+    "sequential": sequential,
+    "burst": burst,
+}
 
 
 def main() -> None:

@@ -4,6 +4,9 @@
     <platform python> bench/platform_seed.py --platform-dir DIR setup --agents '{"echo": {}}'
     <platform python> bench/platform_seed.py --platform-dir DIR seed-tasks --agent scale1000 \\
         --start 0 --count 1000
+    <platform python> bench/platform_seed.py --platform-dir DIR tenants --spec \\
+        '{"quiet": {"agents": {"echo": {}}}, "noisy": {"agents": {"slow": {"delay_seconds": 2}},
+          "limits": {"running_runs": 50}}}'
 
 It imports the platform from `--platform-dir` (a worktree of another commit, say), never the
 copy installed in the venv, and prints one JSON object. Settings come from the environment, as
@@ -16,6 +19,11 @@ load client derives them from i). Columns it does not know get their model defau
 so a column added to the models does not break it; a NOT NULL column with no default says
 where to add it (`COLUMNS`). Afterwards `refresh_counters()` rebuilds any per-state counter
 table the platform keeps for totalSize, through the platform's own helper when it has one.
+
+`tenants` sets up several tenants as `setup` does, in one start of the platform's code, and
+puts those given `limits` on a plan of their own (`agents.models.Plan`); a platform without
+plans, or whose Plan lacks one of the limits, answers `"supported": false` and why, so that a
+comparison with an older commit says so instead of failing.
 """
 
 from __future__ import annotations
@@ -74,6 +82,57 @@ def setup(tenant_slug: str, agents: dict[str, dict[str, Any]]) -> dict[str, Any]
     _, secret = api_key_create(tenant=tenant, name="bench", principal=SEED_OWNER_PRINCIPAL)
     out["key"] = secret
     out["owner"] = f"key:{SEED_OWNER_PRINCIPAL}"  # agents.auth: the owner of a key's tasks
+    return out
+
+
+# --- a plan for a tenant -------------------------------------------------------------------
+
+
+def plan(tenant_slug: str, limits: dict[str, int]) -> dict[str, Any]:
+    """The tenant on a plan of its own (`bench-<tenant>`) with these limits, the others at
+    their defaults (unlimited); `supported` False, and why, where the platform cannot."""
+    from django.core.exceptions import FieldDoesNotExist, ValidationError
+
+    from agents import models
+
+    plan_model = getattr(models, "Plan", None)
+    if plan_model is None:
+        return {"supported": False, "reason": "this platform has no agents.models.Plan"}
+    try:
+        models.Tenant._meta.get_field("plan")
+    except FieldDoesNotExist:
+        return {"supported": False, "reason": "this platform's Tenant has no plan"}
+    names = {f.name for f in plan_model._meta.concrete_fields}
+    unknown = sorted(set(limits) - names)
+    if unknown:
+        return {
+            "supported": False,
+            "reason": f"this platform's Plan has no {', '.join(unknown)} "
+            f"(it has {', '.join(sorted(names - {'id', 'name', 'description'}))})",
+        }
+    tenant = models.Tenant.objects.get(slug=tenant_slug)
+    made = plan_model(name=f"bench-{tenant_slug}", **limits)
+    try:
+        made.full_clean()
+    except ValidationError as exc:
+        raise SystemExit(f"plan {limits}: {exc.message_dict}") from exc
+    made.save()
+    tenant.plan = made
+    tenant.save(update_fields=["plan"])
+    stored = {name: getattr(made, name) for name in sorted(names - {"id", "description"})}
+    return {"supported": True, "plan": stored}
+
+
+def tenants(spec: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each tenant of `spec` with its agents and a key (`setup`), and those given `limits` on
+    a plan (`plan`); with the platform's task table, which the load client reads."""
+    from tasks_app.models import Task
+
+    out: dict[str, Any] = {"task_table": Task._meta.db_table, "tenants": {}, "plans": {}}
+    for slug, wanted in spec.items():
+        out["tenants"][slug] = setup(slug, wanted.get("agents", {}))
+        if "limits" in wanted:
+            out["plans"][slug] = plan(slug, wanted["limits"])
     return out
 
 
@@ -296,6 +355,9 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("check")
     commands.add_parser("setup").add_argument("--agents", required=True)
+    commands.add_parser("tenants").add_argument(
+        "--spec", required=True, help='JSON: {tenant: {"agents": {...}, "limits": {...}}}'
+    )
     seed = commands.add_parser("seed-tasks")
     seed.add_argument("--agent", required=True)
     seed.add_argument("--start", type=int, default=0)
@@ -307,14 +369,18 @@ def main() -> None:
         from django.db import connection
 
         import tasks_app
+        from tasks_app.models import Task
 
         result: dict[str, Any] = {
             "tasks_app": tasks_app.__file__,
             "django": django.get_version(),
             "database": connection.vendor,
+            "task_table": Task._meta.db_table,
         }
     elif args.command == "setup":
         result = setup(args.tenant, json.loads(args.agents))
+    elif args.command == "tenants":
+        result = tenants(json.loads(args.spec))
     else:
         result = seed_tasks(
             agent_slug=args.agent, tenant_slug=args.tenant, start=args.start, count=args.count
