@@ -132,7 +132,7 @@ def test_a_key_over_its_rate_is_refused_writes_nothing_and_gets_in_after_the_wai
                 try:
                     await send(c, message)
                 except A2AClientError as error:
-                    refused = refusal_of(error)
+                    refused, said = refusal_of(error), str(error)
                     break
                 sent += 1
             else:
@@ -140,16 +140,10 @@ def test_a_key_over_its_rate_is_refused_writes_nothing_and_gets_in_after_the_wai
             after_refusal = await asyncio.to_thread(tasks_of, tenant)
             await asyncio.sleep(refused.retry_delay)
             task = (await send(c, message)).task  # the refused call, again
-            return (
-                sent,
-                before,
-                after_refusal,
-                refused,
-                task,
-                await asyncio.to_thread(tasks_of, tenant),
-            )
+            after_retry = await asyncio.to_thread(tasks_of, tenant)
+            return sent, before, after_refusal, refused, said, task, after_retry
 
-    sent, before, after_refusal, refused, task, after_retry = asyncio.run(scenario())
+    sent, before, after_refusal, refused, said, task, after_retry = asyncio.run(scenario())
     assert sent >= 1
     assert (refused.reason, refused.metadata) == (
         "RATE_LIMITED",
@@ -158,6 +152,7 @@ def test_a_key_over_its_rate_is_refused_writes_nothing_and_gets_in_after_the_wai
     assert 0 < refused.retry_delay <= 1.001
     if binding == GRPC:
         assert refused.status == "RESOURCE_EXHAUSTED"
+        assert "RESOURCE_EXHAUSTED" in said  # what the SDK's client says of it
         assert "This API key is over its burst of 1 request in one second" in refused.body
     else:
         assert refused.status == "429"
