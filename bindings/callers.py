@@ -9,6 +9,10 @@ authority on as `x-forwarded-host`), or acts on a task whose agent decides, or r
 default agent. Credentials, `A2A-Version` and
 `A2A-Extensions` are read from headers and metadata alike. The agent and key come from the
 process's cache when fresh (agents.auth.caller_resolve), so a call needs no database hop.
+
+Admission is decided here too (`admitted`): once a caller is authenticated, each A2A call is
+counted against its tenant's and its key's request rates (agents.rates) before the operation
+runs, so a refused call writes nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from packaging.version import InvalidVersion, Version
 
 from a2a_platform.db import db, fair_key
 from a2a_platform.versions import SUPPORTED_VERSIONS, V0_1, V0_3, V1_0
+from agents import rates
 from agents.auth import Principal, caller_resolve, credentials_from_headers
+from agents.cache import call_limits
 from agents.errors import AuthenticationRequired
 from agents.hosts import LOOKUP, host_agent, host_agent_nowait
 from agents.models import Agent
@@ -151,6 +157,22 @@ async def http_identify(
     )
 
 
+async def admitted(call: Caller) -> Caller:
+    """The call, if its tenant's and its key's request rates have room for it (agents.rates),
+    counted; else LimitExceeded (HTTP 429, RESOURCE_EXHAUSTED). Once per A2A call: REST and
+    gRPC as the caller is built, JSON-RPC for each request object of a body (a batch's calls
+    count one by one). A tenant without rates costs nothing here: its limits were worked out
+    when the agent was read (agents.cache.call_limits)."""
+    agent, principal = call.agent, call.principal
+    await rates.admit(
+        limits=call_limits(agent, principal.key_limits),
+        tenant=agent.tenant,
+        key_id=principal.api_key_id,
+        agent_id=agent.pk,
+    )
+    return call
+
+
 def http_caller(identified: Identified, headers: Mapping[str, str], *, dialect: str) -> Caller:
     """The caller of an HTTP request: its agent, principal, version, extensions and the
     `Last-Event-ID` a reconnecting SSE client sends."""
@@ -248,6 +270,6 @@ async def grpc_caller(
             raise task_not_found(task_id) from None
         raise
     extensions = requested_extensions(v for k, v in metadata if k in EXTENSION_KEYS)
-    return Identified(agent=agent, principal=principal).caller(
-        dialect=dialect, extensions=extensions
+    return await admitted(
+        Identified(agent=agent, principal=principal).caller(dialect=dialect, extensions=extensions)
     )

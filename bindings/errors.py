@@ -4,13 +4,16 @@ What to answer is read from the exception, never decided by a ladder of cases. A
 (`tasks_app.errors`, the SDK's classes) take their HTTP status, JSON-RPC code, gRPC status and
 reason from the SDK's copy of the spec's tables; a subclass may carry an `http_status` of its
 own (415 for a request body's media type, 413 for its size). The platform's request errors
-(`agents.errors.RequestError`) carry all four as class attributes. Anything else is a bug:
-logged, and answered as A2A's InternalError without a word of its text.
+(`agents.errors.RequestError`) carry all four as class attributes; a limit's refusal
+(`LimitExceeded`) also names the limit in its ErrorInfo's metadata and the wait in a
+`google.rpc.RetryInfo`, on every binding. Anything else is a bug: logged, and answered as
+A2A's InternalError without a word of its text.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,13 +21,13 @@ import grpc
 from a2a.utils.error_handlers import build_error_details
 from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP
 from django.core.exceptions import SuspiciousOperation
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from a2a_platform.db import database_lost
 from a2a_platform.versions import V0_1, V0_3
-from agents.errors import RequestError
+from agents.errors import LimitExceeded, RequestError
 from tasks_app.errors import (
     A2AError,
     ContentTypeNotSupportedError,
@@ -36,6 +39,7 @@ from tasks_app.errors import (
 logger = logging.getLogger(__name__)
 
 DOMAIN = "a2a-protocol.org"
+RETRY_INFO_TYPE = "type.googleapis.com/google.rpc.RetryInfo"
 
 
 class UnsupportedMediaType(ContentTypeNotSupportedError):
@@ -93,6 +97,11 @@ def error_info(reason: str, metadata: dict[str, Any] | None = None) -> dict[str,
     }
 
 
+def retry_info(seconds: float) -> dict[str, Any]:
+    """A `google.rpc.RetryInfo` in its JSON form: `retryDelay` is a Duration ("0.400s")."""
+    return {"@type": RETRY_INFO_TYPE, "retryDelay": f"{seconds:.3f}s"}
+
+
 @dataclass(frozen=True)
 class Problem:
     """One error as the bindings see it."""
@@ -110,6 +119,10 @@ class Problem:
     http_level: bool
     is_a2a: bool
     headers: dict[str, str] = field(default_factory=dict)
+    # The platform's own ErrorInfo metadata (a limit's name, value and scope), and the seconds
+    # a client should wait before a retry (RetryInfo), where the error has them.
+    metadata: dict[str, str] = field(default_factory=dict)
+    retry_after: float | None = None
 
 
 # An error's message is at most this many bytes of UTF-8. Messages quote what the client sent
@@ -155,6 +168,12 @@ def problem_of(exc: BaseException) -> Problem:
         # parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS, ...): the client's mistake.
         return problem_of(RequestError(str(exc) or "The request is malformed."))
     if isinstance(exc, RequestError):
+        metadata, retry_after = {}, None
+        if isinstance(exc, LimitExceeded):
+            metadata, retry_after = exc.metadata(), exc.retry_after
+        details = [error_info(exc.reason, metadata)]
+        if retry_after is not None:
+            details.append(retry_info(retry_after))
         return Problem(
             message=bounded(exc.message),
             http_status=exc.http_status,
@@ -162,10 +181,12 @@ def problem_of(exc: BaseException) -> Problem:
             grpc_status=exc.grpc_status,
             reason=exc.reason,
             name=exc.reason.title().replace("_", ""),
-            details=[error_info(exc.reason)],
+            details=details,
             http_level=True,
             is_a2a=False,
             headers=exc.headers(),
+            metadata=metadata,
+            retry_after=retry_after,
         )
     if database_lost(exc):
         logger.warning("Answered as DatabaseUnavailable: %s", exc)
@@ -222,8 +243,9 @@ def rest_body(problem: Problem, dialect: str) -> dict[str, Any]:
 
 
 def grpc_status_of(exc: BaseException, dialect: str) -> grpc.Status:
-    """The call's status with a `google.rpc.Status` carrying the ErrorInfo; v0.3 clients read
-    the A2A error's class from the message (`TaskNotFoundError: ...`)."""
+    """The call's status with a `google.rpc.Status` carrying the ErrorInfo (and, for a limit's
+    refusal, a RetryInfo after it); v0.3 clients read the A2A error's class from the message
+    (`TaskNotFoundError: ...`)."""
     problem = problem_of(exc)
     message = problem.message
     if dialect == V0_3 and problem.is_a2a:
@@ -235,6 +257,15 @@ def grpc_status_of(exc: BaseException, dialect: str) -> grpc.Status:
         # VERSION_NOT_SUPPORTED says which error it is either way.
         code_name = "UNIMPLEMENTED"
     info = any_pb2.Any()
-    info.Pack(error_details_pb2.ErrorInfo(reason=problem.reason, domain=DOMAIN))
+    info.Pack(
+        error_details_pb2.ErrorInfo(reason=problem.reason, domain=DOMAIN, metadata=problem.metadata)
+    )
+    details = [info]
+    if problem.retry_after is not None:
+        delay = duration_pb2.Duration()
+        delay.FromMilliseconds(math.ceil(problem.retry_after * 1000))
+        retry = any_pb2.Any()
+        retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+        details.append(retry)
     code = grpc.StatusCode[code_name].value[0]
-    return rpc_status.to_status(status_pb2.Status(code=code, message=message, details=[info]))
+    return rpc_status.to_status(status_pb2.Status(code=code, message=message, details=details))

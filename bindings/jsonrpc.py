@@ -35,7 +35,7 @@ from django.views.decorators.csrf import csrf_exempt
 from a2a_platform.db import db
 from a2a_platform.versions import V0_1, V0_3, V1_0
 from agents.cards import agent_card_build
-from agents.errors import AuthenticationRequired
+from agents.errors import AuthenticationRequired, LimitExceeded
 from push_app.operations import (
     push_config_create,
     push_config_delete,
@@ -66,7 +66,7 @@ from tasks_app.operations import (
 )
 from tasks_app.selectors import task_artifact_ids
 
-from .callers import dialect_of, http_caller, http_identify
+from .callers import admitted, dialect_of, http_caller, http_identify
 from .codecs import v01, v03, v10
 from .errors import (
     BodyTooLarge,
@@ -528,6 +528,9 @@ async def _dispatch_one(
         )
     params = body.get("params", {})
     try:
+        # Each request object is one A2A call: counted against the request rates once its
+        # envelope can be answered (a malformed one is answered as such, uncounted).
+        call = await admitted(call)
         dialect = _effective_dialect(dialect, method)
         if call.dialect != dialect:  # a v0.1-only method sent without a version header
             call = dataclasses.replace(call, dialect=dialect)
@@ -543,10 +546,11 @@ async def _dispatch_one(
         if in_batch and method in STREAMING_METHODS:
             raise InvalidRequestError(f"{method} streams its answer and cannot be batched.")
         result = await handler(call, params)
-    except AuthenticationRequired as exc:
+    except (AuthenticationRequired, LimitExceeded) as exc:
         if not in_batch:
-            raise  # a lone request is answered HTTP 401
-        # In a batch the other calls already ran: their answers must not be lost to a 401.
+            raise  # a lone request is answered HTTP 401 or 429
+        # In a batch the other calls already ran: their answers must not be lost to a 401 or
+        # a 429; this one is answered in its place.
         return None if is_notification else jsonrpc_response(request_id, exc)
     except AnsweredIn as answered:
         if is_notification:
@@ -575,7 +579,8 @@ def _sse_response(answer: StreamAnswer) -> StreamingHttpResponse:
 
 def error_response(exc: BaseException, request_id: Any = None) -> JsonResponse:
     """A request-level error in JSON-RPC's envelope: with the HTTP status the error is about
-    (401, 404, 405, 413, 415), or 200 as JSON-RPC answers its own errors."""
+    (401, 404, 405, 413, 415, 429) and its headers, or 200 as JSON-RPC answers its own
+    errors."""
     problem = problem_of(exc)
     response = JsonResponse(
         {"jsonrpc": "2.0", "id": request_id, "error": jsonrpc_error(problem)},

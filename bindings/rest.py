@@ -69,7 +69,7 @@ from tasks_app.operations import (
 )
 from tasks_app.streams import StreamItem
 
-from .callers import http_caller, http_identify, version_check
+from .callers import admitted, http_caller, http_identify, version_check
 from .codecs import spellings, v03, v10
 from .errors import (
     BodyTooLarge,
@@ -595,8 +595,8 @@ class A2AView(APIView):
         return self.response
 
     async def caller(self, request: Request) -> Caller:
-        """The caller (bindings.callers). The path names the version; an `A2A-Version` sent
-        with it must agree."""
+        """The caller (bindings.callers), admitted: within its request rates. The path names
+        the version; an `A2A-Version` sent with it must agree."""
         version_check(
             request.headers.get("A2A-Version") or request.query_params.get("A2A-Version"),
             speaks=self.dialect,
@@ -607,7 +607,7 @@ class A2AView(APIView):
             agent_slug=self.kwargs["agent_slug"],
             headers=request.headers,
         )
-        return http_caller(identified, request.headers, dialect=self.dialect)
+        return await admitted(http_caller(identified, request.headers, dialect=self.dialect))
 
     def asked(self, request: Request) -> str:
         """The v0.3 spelling the request asks to be answered in (`?spelling=`), "" for none;
