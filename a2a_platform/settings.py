@@ -380,7 +380,7 @@ A2A_WORKER_GRACE_SECONDS = _positive_float("A2A_WORKER_GRACE_SECONDS", 20.0)
 # queue in front of another tenant's runs. Keep it below A2A_WORKER_MAX_RUNS times the agents
 # workers, so a burst cannot fill every worker; 0 turns lanes off (every run goes to the
 # broker at once, first come first served).
-A2A_LANE_WINDOW = _positive_int("A2A_LANE_WINDOW", 200, allow_zero=True)
+A2A_LANE_WINDOW = _positive_int("A2A_LANE_WINDOW", 50, allow_zero=True)
 # A new task whose run has waited in its lane this long says why in its status message (once).
 A2A_LANE_NOTE_SECONDS = _positive_float("A2A_LANE_NOTE_SECONDS", 10.0)
 # The plan (by name) of tenants that have none; "" for no limits.
