@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from a2a_platform.db import db
 from a2a_platform.versions import SUPPORTED_VERSIONS, V0_1, V0_3, V1_0
+from agents import usage
 from agents.auth import Principal, caller_resolve, credentials_from_headers
 from agents.errors import AuthenticationRequired
 from agents.hosts import LOOKUP, host_agent, host_agent_nowait
@@ -107,6 +108,7 @@ class Identified:
         if self.refused is not None:
             raise self.refused
         assert self.agent is not None and self.principal is not None
+        usage.count(tenant_id=self.agent.tenant_id, agent_id=self.agent.pk, requests=1)
         return Caller(
             agent=self.agent,
             principal=self.principal,

@@ -53,4 +53,5 @@ urlpatterns = [
     path("", include("console.urls_actions")),
     path("", include("console.urls_people")),
     path("", include("console.urls_ops")),
+    path("", include("console.urls_usage")),
 ]
