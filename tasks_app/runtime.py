@@ -121,8 +121,8 @@ class Runtime:
             if loaded is None:
                 return outcome
             # A run is a claimed job, counted from its claim to its release (agents.usage).
-            task = loaded[0]
-            metered = usage.run_metered(tenant_id=task.tenant_id, agent_id=task.agent_id)
+            agent = loaded[0].agent  # loaded with the task: no database hop
+            metered = usage.run_metered(tenant_id=agent.tenant_id, agent_id=agent.pk)
             try:
                 released = await run(task_id, loaded, configuration, extensions, stop)
             except HandedBack as back:
