@@ -111,7 +111,7 @@ def usage_page(request: HttpRequest, tenant_slug: str | None = None) -> HttpResp
             "tenants": tenants if len(tenants) > 1 else [],
             "since": since,
             "until": until,
-            "svgs": _charts(tenant, series),
+            "svgs": _charts(series),
             "table": [(a, _cells(c)) for a, c in zip(agents, counted, strict=True)],
             "totals": _cells(totals),
             "columns": list(COLUMNS.values()),
@@ -124,7 +124,7 @@ def usage_page(request: HttpRequest, tenant_slug: str | None = None) -> HttpResp
     )
 
 
-def _charts(tenant: Tenant, series: usage.DaySeries) -> list[SafeString]:
+def _charts(series: usage.DaySeries) -> list[SafeString]:
     labels = [day.strftime("%m-%d") for day in series.days]
     values = series.values
     refused = [
@@ -134,20 +134,19 @@ def _charts(tenant: Tenant, series: usage.DaySeries) -> list[SafeString]:
             strict=True,
         )
     ]  # fmt: skip
-    name = tenant.slug
     # Each SVG is built by console.charts, which escapes every text it writes.
     return [
         mark_safe(svg)
         for svg in (
             charts.bar_chart(
-                title=f"{name}: runs per day",
+                title="Runs per day",
                 x_labels=labels,
                 values=values["runs"],
                 y_label="runs",
                 name="runs",
             ),
             charts.line_chart(
-                title=f"{name}: A2A calls per day",
+                title="A2A calls per day",
                 x_labels=labels,
                 series=[
                     charts.Series("requests", values["requests"]),
@@ -156,12 +155,12 @@ def _charts(tenant: Tenant, series: usage.DaySeries) -> list[SafeString]:
                 y_label="calls",
             ),
             charts.latency_chart(
-                title=f"{name}: run time per day",
+                title="Run time per day",
                 x_labels=labels,
                 series=[charts.Series("run time", values["run_seconds"])],
             ),
             charts.line_chart(
-                title=f"{name}: model tokens per day",
+                title="Model tokens per day",
                 x_labels=labels,
                 series=[
                     charts.Series("in", values["tokens_in"]),
@@ -170,7 +169,7 @@ def _charts(tenant: Tenant, series: usage.DaySeries) -> list[SafeString]:
                 y_label="tokens",
             ),
             charts.bar_chart(
-                title=f"{name}: push deliveries per day",
+                title="Push deliveries per day",
                 x_labels=labels,
                 values=values["push_deliveries"],
                 y_label="POSTs",
