@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypedDict
 
+from celery.signals import worker_shutdown, worker_shutting_down
 from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.db.models import Sum
@@ -291,10 +292,6 @@ def _hooks_install() -> None:
         return
     _installed = True
     atexit.register(_flush_at_exit)
-    try:
-        from celery.signals import worker_shutdown, worker_shutting_down
-    except ImportError:  # pragma: no cover (Celery is a dependency of every process)
-        return
     # Warm shutdown begins in Celery's signal handler: the thread flushes, the handler waits
     # for nothing. Its end (runs over, or handed back) flushes what they counted since.
     worker_shutting_down.connect(_on_worker_stopping, weak=False)
