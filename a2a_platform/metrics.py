@@ -9,6 +9,10 @@ Two kinds of numbers, with different scopes:
 - The storage collector (tasks by state, push attempts, dead deliveries, queue depths) reads
   PostgreSQL and the broker, which every process shares: any web process reports the whole
   cluster, so with several web processes aggregate these with max(), not sum().
+- The usage collector (a2a_usage_*) reads today's per-day usage rows, which every process
+  (web, sidecar, workers) adds its counts to: whole-cluster numbers too, aggregated the same
+  way. Workers serve no /metrics, so what they count (runs, tokens, push) reaches Prometheus
+  only this way.
 """
 
 from __future__ import annotations
@@ -253,6 +257,66 @@ def _up_family(name: str, what: str) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, f"1 if the {what} answered this scrape, else 0.")
 
 
+class UsageCollector(Collector):
+    """Today's usage (UTC) read from the per-day rows every process adds to (agents.usage): the
+    whole platform's, whichever web process is scraped, as the storage counts are (aggregate
+    with max(), not sum()). Counters that start again from 0 at midnight UTC, which rate() and
+    increase() read as a counter reset; they lag the processes by up to
+    A2A_USAGE_FLUSH_SECONDS. By tenant only with A2A_METRICS_TENANT_LABEL: one series per
+    tenant with usage today; else a few series in all."""
+
+    def describe(self) -> Iterable[Metric]:
+        return _usage_families(settings.A2A_METRICS_TENANT_LABEL)
+
+    def collect(self) -> Iterator[Metric]:
+        by_tenant = settings.A2A_METRICS_TENANT_LABEL
+        reader = _READERS.get("usage_today")
+        if reader is None:
+            return
+        try:
+            totals = reader(by_tenant=by_tenant)
+        except DatabaseError as exc:  # a2a_database_up says so
+            logger.warning("Metrics: usage could not be read: %s", exc)
+            return
+        families = _usage_families(by_tenant)
+        requests, runs, seconds, tokens, pushes, refused = families
+        for tenant, counts in sorted(totals.items()):
+            own = [tenant] if by_tenant else []
+            requests.add_metric(own, counts["requests"])
+            runs.add_metric(own, counts["runs"])
+            seconds.add_metric(own, counts["run_seconds"])
+            tokens.add_metric([*own, "in"], counts["tokens_in"])
+            tokens.add_metric([*own, "out"], counts["tokens_out"])
+            pushes.add_metric(own, counts["push_deliveries"])
+            for reason in USAGE_REFUSALS:
+                refused.add_metric([*own, reason], counts[f"refused_{reason}"])
+        yield from families
+
+
+USAGE_REFUSALS = ("rate", "quota", "concurrency")
+
+
+def _usage_families(by_tenant: bool) -> tuple[CounterMetricFamily, ...]:
+    tenant = ["tenant"] if by_tenant else []
+    today = " today (UTC), every process's, as flushed to the database"
+
+    def family(name: str, what: str, *labels: str) -> CounterMetricFamily:
+        return CounterMetricFamily(name, what + today + ".", labels=[*tenant, *labels])
+
+    return (
+        family("a2a_usage_requests", "A2A calls that reached an agent"),
+        family("a2a_usage_runs", "Agent runs started"),
+        family("a2a_usage_run_seconds", "Seconds of agent runs, claim to release"),
+        family(
+            "a2a_usage_tokens",
+            "Model tokens, by direction (in: prompts, out: replies)",
+            "direction",
+        ),
+        family("a2a_usage_push_deliveries", "Push notification POSTs attempted"),
+        family("a2a_usage_refused", "A2A calls refused over a limit, by reason", "reason"),
+    )
+
+
 FROZEN_OBJECTS = Gauge(
     "a2a_gc_frozen_objects",
     "Objects this process loaded at start-up and moved out of garbage collection "
@@ -276,7 +340,12 @@ def _registry(*collectors: Collector) -> CollectorRegistry:
 # What daphne's /metrics shows, and what the sidecar's port shows (no SSE there, and the
 # storage numbers are daphne's to report: reading them twice would only cost queries).
 WEB_REGISTRY = _registry(
-    SEND_LATENCY, SSE_STREAMS_OPEN, DOORBELL_WAITERS, FROZEN_OBJECTS, StorageCollector()
+    SEND_LATENCY,
+    SSE_STREAMS_OPEN,
+    DOORBELL_WAITERS,
+    FROZEN_OBJECTS,
+    StorageCollector(),
+    UsageCollector(),
 )
 SIDECAR_REGISTRY = _registry(SEND_LATENCY, DOORBELL_WAITERS, FROZEN_OBJECTS)
 

@@ -385,6 +385,11 @@ A2A_LANE_WINDOW = _positive_int("A2A_LANE_WINDOW", 50, allow_zero=True)
 A2A_LANE_NOTE_SECONDS = _positive_float("A2A_LANE_NOTE_SECONDS", 10.0)
 # The plan (by name) of tenants that have none; "" for no limits.
 A2A_DEFAULT_PLAN = env.str("A2A_DEFAULT_PLAN", default="")
+# Usage metering (agents.usage, docs/usage.md): each process counts what its tenants use in
+# memory and adds it to the per-day rows every this many seconds (and when it exits). A
+# process killed outright loses at most this long of counts; shorter costs one more INSERT
+# per process per interval.
+A2A_USAGE_FLUSH_SECONDS = _positive_float("A2A_USAGE_FLUSH_SECONDS", 5.0)
 # Threads of a push worker process (each delivery is one blocking HTTP request).
 A2A_PUSH_WORKER_CONCURRENCY = _positive_int("A2A_PUSH_WORKER_CONCURRENCY", 8)
 
@@ -531,6 +536,9 @@ if env.str("A2A_METRICS_TOKEN", default="") or env.str("A2A_METRICS_TOKEN_FILE",
         raise ImproperlyConfigured(
             "A2A_METRICS_TOKEN must be printable ASCII without spaces (it is sent in a header)."
         )
+# The usage metrics (a2a_usage_*) labelled by tenant: one series per tenant with usage today.
+# Off, they are platform totals (a handful of series, however many tenants there are).
+A2A_METRICS_TENANT_LABEL = env.bool("A2A_METRICS_TENANT_LABEL", default=False)
 # The gRPC sidecar's own metrics (its in-process instruments): host:port, or unset for none.
 A2A_GRPC_METRICS_LISTEN = (
     _host_port("A2A_GRPC_METRICS_LISTEN", "") if env.str("A2A_GRPC_METRICS_LISTEN", "") else ""

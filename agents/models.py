@@ -317,3 +317,43 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant.slug} ({self.role})"
+
+
+def _usage_counter(help_text: str) -> models.PositiveBigIntegerField:
+    # db_default: processes of the previous version, which do not know a new counter, can
+    # still add to the row while an upgrade rolls out.
+    return models.PositiveBigIntegerField(default=0, db_default=0, help_text=help_text)
+
+
+class UsageDay(models.Model):
+    """What one agent of a tenant used in one UTC day: counted in each process and added to
+    this row every few seconds (agents.usage), never worked out from the task tables on read.
+    The unique (tenant, agent, day) index serves reads of a tenant's days."""
+
+    # Not indexed on its own: the unique index below starts with it.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="usage_days", db_index=False
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage_days")
+    day = models.DateField(help_text="The UTC day counted.")
+    requests = _usage_counter("A2A calls that reached the agent (its caller identified).")
+    runs = _usage_counter("Agent runs started (jobs a worker claimed).")
+    run_seconds = models.FloatField(
+        default=0, db_default=0, help_text="Seconds from each run's claim to its release."
+    )
+    tokens_in = _usage_counter("Model tokens in the prompts the agent sent (openai kind).")
+    tokens_out = _usage_counter("Model tokens in the replies the agent got (openai kind).")
+    push_deliveries = _usage_counter("Push notification POSTs made (every attempt).")
+    refused_rate = _usage_counter("Calls refused over a request rate.")
+    refused_quota = _usage_counter("Calls refused over a quota.")
+    refused_concurrency = _usage_counter("Calls refused over a cap on runs.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "agent", "day"], name="usage_day_unique")
+        ]
+        # Today's totals over every tenant (the Prometheus metrics, read at each scrape).
+        indexes = [models.Index(fields=["day"], name="usage_day")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.agent_id} {self.day}"

@@ -40,6 +40,7 @@ from redis.backoff import NoBackoff
 
 from a2a_platform import metrics
 
+from . import usage
 from .errors import LimitExceeded
 from .models import Tenant
 from .plans import KEY, TENANT, Limits
@@ -159,8 +160,9 @@ async def admit(
 
 
 def _refused(*, tenant_id: int, agent_id: int | None, limit: str) -> None:
-    """Where a call refused for its rate is counted in the tenant's usage (limited requests by
-    limit: agents.usage, `count(tenant_id, agent_id, ...)`, once it is there). Nothing yet."""
+    """Count a call refused for its rate in the tenant's usage (agents.usage)."""
+    if agent_id is not None:
+        usage.count(tenant_id=tenant_id, agent_id=agent_id, refused_rate=1)
 
 
 def refusal_message(rate: Rate, tenant_slug: str, retry_after: float) -> str:

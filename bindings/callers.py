@@ -27,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from a2a_platform.db import db, fair_key
 from a2a_platform.versions import SUPPORTED_VERSIONS, V0_1, V0_3, V1_0
-from agents import rates
+from agents import rates, usage
 from agents.auth import Principal, caller_resolve, credentials_from_headers
 from agents.cache import call_limits
 from agents.errors import AuthenticationRequired
@@ -170,6 +170,7 @@ async def admitted(call: Caller) -> Caller:
         key_id=principal.api_key_id,
         agent_id=agent.pk,
     )
+    usage.count(tenant_id=agent.tenant_id, agent_id=agent.pk, requests=1)
     return call
 
 

@@ -286,7 +286,8 @@ def line_chart(
     present = [v for s in series for v in s.values if v is not None]
     top = max(present, default=0.0)
     if y_unit is None:
-        ticks, tick_fmt = nice_ticks(top), fmt
+        # Counts are whole: no tick between 0 and 1 (written "0" by format_count).
+        ticks, tick_fmt = nice_ticks(top, whole=fmt is format_count), fmt
     else:
         ticks = [t * y_unit for t in nice_ticks(top / y_unit)]
         tick_fmt = partial(_in_unit, unit=y_unit)

@@ -54,4 +54,5 @@ urlpatterns = [
     path("", include("console.urls_people")),
     path("", include("console.urls_ops")),
     path("", include("console.urls_limits")),
+    path("", include("console.urls_usage")),
 ]

@@ -28,6 +28,7 @@ from google.protobuf.json_format import ParseDict
 
 from a2a_platform.ssrf import UnsafeUrl, guarded_client
 from a2a_platform.versions import V0_1, V1_0
+from agents import usage
 from agents.crypto import decrypt
 from agents.signing import push_signature
 from bindings.codecs import v01, v03
@@ -175,6 +176,12 @@ def _finish(
         delivery.save()
 
 
+def _counted(config: PushConfig) -> None:
+    """A POST attempted (answered or not) is the tenant's usage; an address the guard refused
+    is not a POST."""
+    usage.count(tenant_id=config.task.tenant_id, agent_id=config.task.agent_id, push_deliveries=1)
+
+
 def _send(delivery: Delivery) -> str:
     """POST one delivery and record the attempt; its outcome."""
     config = delivery.config
@@ -190,11 +197,13 @@ def _send(delivery: Delivery) -> str:
         return "dead"
     except httpx.HTTPError as exc:
         latency = int((time.monotonic() - clock) * 1000)
+        _counted(config)
         error = f"{type(exc).__name__}: {exc}" or type(exc).__name__
         _finish(delivery, started=started, latency_ms=latency, status_code=None,
                 error=error, outcome="retry")  # fmt: skip
         return "retry"
     latency = int((time.monotonic() - clock) * 1000)
+    _counted(config)
     status = response.status_code
     if 200 <= status < 300:
         outcome, error = "delivered", ""

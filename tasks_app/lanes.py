@@ -27,14 +27,15 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from datetime import UTC, datetime, time, timedelta
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from agents import usage
 from agents.cache import call_limits
 from agents.errors import LimitExceeded
 from agents.models import Agent
@@ -117,14 +118,15 @@ def send_admit(lane: Lane, *, new_task: bool) -> bool:
     tenant = Q(tenant_id=lane.tenant_id)
     if new_task and limits.stored_tasks:
         _stored_tasks_check(lane)
+    if limits.runs_per_day or limits.runs_per_month:
+        _runs_quota_check(lane)
     if limits.queued_runs and _queued(lane.tenant_id, limits.queued_runs) >= limits.queued_runs:
-        raise LimitExceeded(
+        _refuse(
+            lane,
             f"This tenant already has {limits.queued_runs} runs waiting to start, its limit "
             "(queued_runs); send again once some have started.",
             kind=LimitExceeded.CONCURRENCY,
             limit="queued_runs",
-            value=limits.queued_runs,
-            scope="tenant",
             retry_after=1.0,
         )
     window = lane.window
@@ -135,22 +137,68 @@ def send_admit(lane: Lane, *, new_task: bool) -> bool:
     return bool(agent_cap and _count(in_flight_of_agent, agent_cap) >= agent_cap)
 
 
+def _refuse(
+    lane: Lane, message: str, *, kind: tuple[str, int], limit: str, retry_after: float
+) -> NoReturn:
+    """Count the refusal in the tenant's usage, and raise it."""
+    refused = "refused_quota" if kind == LimitExceeded.QUOTA else "refused_concurrency"
+    usage.count(tenant_id=lane.tenant_id, agent_id=lane.agent_id, **{refused: 1})
+    raise LimitExceeded(
+        message,
+        kind=kind,
+        limit=limit,
+        value=getattr(lane.limits, limit),
+        scope="tenant",
+        retry_after=retry_after,
+    )
+
+
 def _stored_tasks_check(lane: Lane) -> None:
     cap = lane.limits.stored_tasks
     stored = (
         TaskCount.objects.filter(agent__tenant_id=lane.tenant_id).aggregate(n=Sum("n"))["n"] or 0
     )
     if stored >= cap:
-        raise LimitExceeded(
+        _refuse(
+            lane,
             f"This tenant stores {stored} tasks, its limit (stored_tasks) is {cap}; a new task "
             "can be made once older ones are deleted (A2A_TASK_RETENTION_DAYS) or the limit is "
             "raised.",
             kind=LimitExceeded.QUOTA,
             limit="stored_tasks",
-            value=cap,
-            scope="tenant",
             retry_after=3600.0,
         )
+
+
+def _runs_quota_check(lane: Lane) -> None:
+    """Runs per UTC day and month: the runs counted in the tenant's usage (agents.usage, soft
+    by one flush interval) and those accepted but not started yet."""
+    now = timezone.now().astimezone(UTC)
+    today = now.date()
+    month_start = today.replace(day=1)
+    waiting = _queued(lane.tenant_id, 1_000_000)
+    for limit, since, ends in (
+        ("runs_per_day", today, datetime.combine(today + timedelta(days=1), time(), UTC)),
+        (
+            "runs_per_month",
+            month_start,
+            datetime.combine((month_start + timedelta(days=32)).replace(day=1), time(), UTC),
+        ),
+    ):
+        cap = getattr(lane.limits, limit)
+        if not cap:
+            continue
+        used = usage.runs_counted(tenant_id=lane.tenant_id, since=since) + waiting
+        if used >= cap:
+            period = "today (UTC)" if limit == "runs_per_day" else "this month (UTC)"
+            _refuse(
+                lane,
+                f"This tenant has used {used} of its {cap} runs {period} ({limit}); it can "
+                f"send again from {ends:%Y-%m-%d %H:%M} UTC.",
+                kind=LimitExceeded.QUOTA,
+                limit=limit,
+                retry_after=(ends - now).total_seconds(),
+            )
 
 
 Promoted = tuple[uuid.UUID, str, dict[str, Any]]

@@ -36,6 +36,7 @@ from a2a.types import TaskState
 from django.conf import settings
 
 from a2a_platform.db import DATABASE_WAIT_SECONDS, database_lost, db, fair_key
+from agents import usage
 
 from .doorbell import Subscription, runner_group, shared_layer
 from .execution import HandedBack, Stop, cancel_outside_run, claim, run
@@ -114,14 +115,18 @@ class Runtime:
             return "busy"  # this worker still runs the task's previous turn
         # Listening before the claim: a cancel rung as soon as the claim commits is not missed.
         stop = self.stops[task_id] = Stop()
+        metered: usage.RunMeter | None = None
         try:
             outcome, loaded = await _until_written(
                 claim, task_id=task_id, job_id=job_id, runner=self.runner, position=position
             )
             if loaded is None:
                 return outcome
+            agent = loaded[0].agent  # loaded with the task: no database hop
             # The run's database work takes turns with other tenants' runs (a2a_platform.db).
-            fair_key.set(loaded[0].agent.tenant_id)
+            fair_key.set(agent.tenant_id)
+            # A run is a claimed job, counted from its claim to its release (agents.usage).
+            metered = usage.run_metered(tenant_id=agent.tenant_id, agent_id=agent.pk)
             try:
                 released = await run(task_id, loaded, configuration, extensions, stop)
             except HandedBack as back:
@@ -147,6 +152,8 @@ class Runtime:
             return outcome
         finally:
             del self.stops[task_id]
+            if metered is not None:
+                metered.end()
 
     async def _hand_back(
         self,

@@ -6,7 +6,8 @@ contextId, at most `history_turns` of them) and the task's own history to
 the model streams becomes a chunk of one artifact ("response"), so streaming clients see the
 reply grow (the stored task holds it as one text: tasks_app.artifacts); the task then
 completes with an agent message holding the whole reply (what the next turn of the
-conversation reads back), and the token usage goes into the task's metadata.
+conversation reads back), and the token usage goes into the task's metadata and the tenant's
+usage (agents.usage).
 
 The client's own retries handle 429, 5xx and timeouts (`max_retries`, its backoff, Retry-After);
 when they run out, or the endpoint refuses the key, the task fails with a reason that names what
@@ -37,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from a2a_platform.ssrf import UnsafeUrl
 
+from .. import usage
 from .outbound import ConnectionTestFailed, error_chain, http_client, in_chain, url_problem
 from .platform import platform_run
 
@@ -176,6 +178,12 @@ class OpenAIChatExecutor(AgentExecutor):
             return
         finally:
             await client.close()
+            # What the model reported it used, however the reply ended (the tenant's usage).
+            if reply.usage:
+                usage.run_count(
+                    tokens_in=reply.usage["promptTokens"],
+                    tokens_out=reply.usage["completionTokens"],
+                )
         await reply.close()
         text = reply.text or (
             "The model sent an empty reply"

@@ -285,6 +285,7 @@ def test_long_unbroken_text_fits_every_page_at_desktop_and_phone_width(
     layout.check("workers", f"{base}/console/workers/", f'tr.failure[data-job="{job_id}"]')
     layout.check("people", f"{base}/console/t/{tenant.slug}/people/", "#people tr.person")
     layout.check("limits", f"{base}/console/t/{tenant.slug}/limits/", "#key-limits tr.holder")
+    layout.check("usage", f"{base}/console/t/{tenant.slug}/usage/", "#usage-by-agent tr.total")
 
     # and the login page, logged out, after a failed attempt with a long user name
     page.context.clear_cookies()

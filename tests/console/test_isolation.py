@@ -157,8 +157,17 @@ OBJECT_ROUTES: dict[str, tuple[Callable[[dict[str, Any]], str], tuple[str, ...]]
         lambda w: reverse("console:delivery-redeliver", kwargs={"delivery_id": w["delivery"].pk}),
         ("post",),
     ),
+    "usage": (lambda w: reverse("console:usage", kwargs={"tenant_slug": w["a"].slug}), ("get",)),
+    "usage-csv": (
+        lambda w: reverse("console:usage-csv", kwargs={"tenant_slug": w["a"].slug}),
+        ("get",),
+    ),
+    "usage-json": (
+        lambda w: reverse("console:usage-json", kwargs={"tenant_slug": w["a"].slug}),
+        ("get",),
+    ),
 }
-LIST_ROUTES = {"overview", "tasks", "deliveries", "charts"}
+LIST_ROUTES = {"overview", "tasks", "deliveries", "charts", "usage-index"}
 OPERATOR_ROUTES = {"workers", "job-revoke"}
 # login, logout, and the page an invited person sets a password on (a signed, one-time link
 # for one account: it names no tenant).
@@ -177,6 +186,8 @@ OWNER_ONLY = {
     "delivery-redeliver",
     "task-cancel",
     "task-reply",
+    "usage-csv",
+    "usage-json",
 }
 
 

@@ -208,3 +208,27 @@ def test_a_run_that_waits_long_says_why_once_and_the_note_never_enters_the_histo
     task_event_record(task_id=task.pk, event=status(task.pk, TaskState.TASK_STATE_WORKING))
     history = [m.data for m in Task.objects.get(pk=waiting).messages.all()]
     assert [m["role"] for m in history] == ["ROLE_USER"], history
+
+
+def test_runs_per_day_counts_the_runs_made_and_those_waiting_and_refuses_past_it(
+    settings, make_tenant, make_agent, sends
+):
+    from agents import usage
+    from agents.models import UsageDay
+
+    tenant = make_tenant()
+    tenant.limits = {"runs_per_day": 3}
+    tenant.save()
+    agent = make_agent(tenant)
+    UsageDay.objects.create(tenant=tenant, agent=agent, day=usage.today(), runs=2)
+    sends(agent)  # two run today and one waits: the quota is used up
+    usage.METER.flush()
+    before = Task.objects.filter(tenant=tenant).count()
+    with pytest.raises(LimitExceeded) as refused:
+        sends(agent)
+    assert (refused.value.reason, refused.value.limit) == ("QUOTA_EXCEEDED", "runs_per_day")
+    assert "used 3 of its 3 runs today" in refused.value.message
+    assert 0 < refused.value.retry_after <= 86_400
+    assert Task.objects.filter(tenant=tenant).count() == before
+    usage.METER.flush()
+    assert UsageDay.objects.get(tenant=tenant, agent=agent, day=usage.today()).refused_quota == 1
