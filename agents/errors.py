@@ -62,7 +62,7 @@ class LimitExceeded(RequestError):
 
     `limit`: the limit's name (agents.plans.LIMITS); `value`: its value; `scope`: whose it is
     (`tenant`, `agent` or `key`); `retry_after`: seconds until a retry can succeed;
-    `remaining`/`window`: for rates, what is left in the window of `window` seconds."""
+    `window`: for rates, the seconds the rate is counted over (the RateLimit headers)."""
 
     http_status = 429
     grpc_status = "RESOURCE_EXHAUSTED"
@@ -81,7 +81,6 @@ class LimitExceeded(RequestError):
         scope: str,
         retry_after: float,
         window: float | None = None,
-        remaining: int = 0,
     ) -> None:
         super().__init__(message)
         self.reason, self.jsonrpc_code = kind
