@@ -24,6 +24,8 @@ decide on the same count (SQLite, the embedded profile's single writer, needs no
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -73,6 +75,14 @@ class Lane:
         limits = self.limits
         return bool(limits.running_runs or limits.agent_running_runs or limits.queued_runs)
 
+    @property
+    def checked(self) -> bool:
+        """Whether a send must be checked before it writes (`send_admit`): a cap or a quota."""
+        limits = self.limits
+        return self.exact or bool(
+            limits.stored_tasks or limits.runs_per_day or limits.runs_per_month
+        )
+
     def note(self, in_flight: int) -> str:
         """Why a run of this lane waits, for its task's status."""
         limits = self.limits
@@ -95,6 +105,32 @@ def lock(tenant_id: int) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_TAG | tenant_id])
+
+
+@functools.cache
+def _in_flight_sql() -> str:
+    """How many runs of a tenant are in flight, counting no further than a limit: the
+    `task_in_flight` index's range, its predicate (models.IN_FLIGHT) written as Django writes
+    it, so PostgreSQL sees the query is within the index."""
+    c = {f.name: connection.ops.quote_name(f.column) for f in Task._meta.concrete_fields}
+    table = connection.ops.quote_name(Task._meta.db_table)
+    return (
+        f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {c['tenant']} = %s AND "
+        f"({c['running_since']} IS NOT NULL OR (NOT ({c['job_id']} = '') AND NOT {c['held']})) "
+        "LIMIT %s) AS in_flight"
+    )
+
+
+def in_flight_read(lane: Lane) -> tuple[str, list[Any]]:
+    """The read of the tenant's runs in flight, up to its window, for the send's own round trip
+    (rowsql.together's `read`)."""
+    return _in_flight_sql(), [lane.tenant_id, lane.window]
+
+
+def hold(task_id: uuid.UUID, job_id: str) -> None:
+    """Put a run just sent, not yet handed to the broker, in its lane (the send learnt only as
+    it was written that the window was full)."""
+    Task.objects.filter(pk=task_id, job_id=job_id, running_since__isnull=True).update(held=True)
 
 
 def _count(where: Q, limit: int) -> int:
@@ -207,7 +243,12 @@ Promoted = tuple[uuid.UUID, str, dict[str, Any]]
 def promote(*, tenant_id: int, agent: Agent | None = None) -> list[Promoted]:
     """Hand the oldest runs waiting in the tenant's lane to the broker, as many as it has room
     for (a run of the tenant just ended); returns them, already published on commit. Nothing
-    is read but an empty index range when nothing waits."""
+    is read but an empty index range when nothing waits: for a lane bound by its window alone,
+    in one statement (`_promote_sql`)."""
+    if agent is not None and connection.vendor == "postgresql":
+        lane = Lane.of(agent)
+        if lane.window and not (lane.exact or lane.limits.agent_running_runs):
+            return _promote_at_once(lane)
     if not Task.objects.filter(tenant_id=tenant_id, held=True).exists():
         return []
     if agent is None:
@@ -259,6 +300,43 @@ def _promote(lane: Lane) -> list[Promoted]:
             ),
             robust=True,
         )
+    return promoted
+
+
+@functools.cache
+def _promote_sql() -> str:
+    """`_promote` for a lane bound by its window alone, as one statement: take the room the
+    window has (its size less the runs in flight, `_in_flight_sql`) from the oldest waiting
+    runs, skipping rows another hand-over holds, and return them."""
+    c = {f.name: connection.ops.quote_name(f.column) for f in Task._meta.concrete_fields}
+    table = connection.ops.quote_name(Task._meta.db_table)
+    terminal = ", ".join(["%s"] * len(TERMINAL_STATES))
+    return (
+        f"WITH next AS (SELECT {c['id']} FROM {table} WHERE {c['tenant']} = %s AND {c['held']} "
+        f"AND {c['state']} NOT IN ({terminal}) ORDER BY {c['job_queued_at']}, {c['id']} "
+        f"LIMIT GREATEST(%s - ({_in_flight_sql()}), 0) FOR UPDATE SKIP LOCKED) "
+        f"UPDATE {table} SET {c['held']} = false, {c['job_queued_at']} = %s FROM next "
+        f"WHERE {table}.{c['id']} = next.{c['id']} "
+        f"RETURNING {table}.{c['id']}, {table}.{c['job_id']}, {table}.{c['job_args']}"
+    )
+
+
+def _promote_at_once(lane: Lane) -> list[Promoted]:
+    from . import rowsql, services
+
+    now = Task._meta.get_field("job_queued_at").get_db_prep_save(timezone.now(), connection)
+    params = [lane.tenant_id, *sorted(TERMINAL_STATES), lane.window, lane.tenant_id, lane.window]
+    with rowsql.cursor() as cursor:
+        cursor.execute(_promote_sql(), [*params, now])
+        rows = cursor.fetchall()
+    promoted = []
+    for pk, job_id, job_args in rows:
+        args = json.loads(job_args) if isinstance(job_args, str) else job_args
+        try:
+            services.enqueue_run(pk, job_id, args)
+        except Exception:  # the broker: the lost-job requeue queues it once the broker is back
+            logger.warning("Could not queue the run of task %s", pk, exc_info=True)
+        promoted.append((pk, job_id, args))
     return promoted
 
 

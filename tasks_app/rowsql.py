@@ -113,8 +113,14 @@ def _insert_sql(model: type[models.Model]) -> tuple[str, tuple[models.Field[Any,
 _batch = threading.local()
 
 
+class Batch:
+    """What a `together()` block read: the row of its `read`, if it had one."""
+
+    row: tuple[Any, ...] | None = None
+
+
 @contextlib.contextmanager
-def together() -> Iterator[None]:
+def together(read: tuple[str, list[Any]] | None = None) -> Iterator[Batch]:
     """One transaction of the `insert`, `update` and `execute` statements in the block. On
     PostgreSQL they are held and sent when the block ends as one statement (`_as_one`): one
     round trip, one transaction, and a statement the connection can prepare. Their results are
@@ -122,34 +128,49 @@ def together() -> Iterator[None]:
     afterwards go in the block. The statements run on one snapshot, so none sees what another
     wrote, and no two may write the same row (`lock` and `append`, which read their results,
     refuse to run in it). Elsewhere the block is `transaction.atomic()`. If the block raises,
-    nothing is written."""
+    nothing is written.
+
+    `read`: a SELECT of one row, sent in the same round trip; it sees the database as it was
+    before the block's writes (on PostgreSQL the snapshot they all share; elsewhere it is run
+    first). Its row is the yielded Batch's `row` once the block has ended."""
+    batch = Batch()
     if connection.vendor != "postgresql":
         with transaction.atomic():
-            yield
+            if read is not None:
+                with connection.cursor() as cur:
+                    cur.execute(*read)
+                    batch.row = cur.fetchone()
+            yield batch
         return
     if _held() is not None:
         raise RuntimeError("rowsql.together() blocks do not nest")
     _batch.statements = statements = []
     try:
-        yield
+        yield batch
     finally:
         _batch.statements = None
-    if statements:
-        with cursor() as cur:
-            cur.execute(
-                _as_one(tuple(sql for sql, _ in statements)),
-                [p for _, ps in statements for p in ps],
-            )
+    if not statements and read is None:
+        return
+    reading = () if read is None else (read[0],)
+    with cursor() as cur:
+        cur.execute(
+            _as_one(tuple(sql for sql, _ in statements), *reading),
+            [p for _, ps in statements for p in ps] + ([] if read is None else list(read[1])),
+        )
+        if read is not None:
+            batch.row = cur.fetchone()
 
 
 @functools.lru_cache(maxsize=64)
-def _as_one(statements: tuple[str, ...]) -> str:
+def _as_one(statements: tuple[str, ...], read: str = "SELECT 1") -> str:
     """The statements as one: each a data-modifying WITH query, which PostgreSQL runs to
-    completion whether or not anything reads its result. One statement, so the connection can
-    prepare it (several separated by semicolons cannot be)."""
-    if len(statements) == 1:
+    completion whether or not anything reads its result, and `read` the main query. One
+    statement, so the connection can prepare it (several separated by semicolons cannot be)."""
+    if len(statements) == 1 and read == "SELECT 1":
         return statements[0]
-    return "WITH " + ", ".join(f"s{i} AS ({sql})" for i, sql in enumerate(statements)) + " SELECT 1"
+    if not statements:
+        return read
+    return "WITH " + ", ".join(f"s{i} AS ({sql})" for i, sql in enumerate(statements)) + f" {read}"
 
 
 def _held() -> list[tuple[str, list[Any]]] | None:

@@ -181,19 +181,20 @@ def _message_send(
     inline_push = request.configuration.HasField("task_push_notification_config")
     lane = lanes.Lane.of(agent, principal.key_limits)
     # A new task with nothing to look up (no id the client chose, no push config to store, no
-    # exact lane limit to count under a lock) is written in one round trip; anything else in a
-    # transaction that reads as it goes.
-    if message.task_id or new_task_id is not None or inline_push or lane.exact:
-        unit = transaction.atomic()
-        held = None
+    # cap or quota to check first: tasks_app.lanes) is written in one round trip; anything
+    # else in a transaction that reads as it goes.
+    if message.task_id or new_task_id is not None or inline_push or lane.checked:
+        unit: Any = transaction.atomic()
+        held: bool | None = None
     else:
-        unit = rowsql.together()
-        held = lane.on and lanes.send_admit(lane, new_task=True)
-    with unit:
+        # The window (the lane's only bound here) is counted in the send's own round trip.
+        unit = rowsql.together(read=lanes.in_flight_read(lane) if lane.window else None)
+        held = False
+    with unit as batch:
         if held is None:
             if lane.exact:
                 lanes.lock(agent.tenant_id)
-            held = lane.on and lanes.send_admit(lane, new_task=not message.task_id)
+            held = lanes.send_admit(lane, new_task=not message.task_id)
         if message.task_id:
             task = task_get_row(
                 agent=agent, principal=principal, task_id=message.task_id, for_update=True
@@ -273,6 +274,9 @@ def _message_send(
     # After the block, which has committed (or, inside a caller's transaction, once that does).
     # robust: the message is stored either way; if the broker is down, the reaper queues the
     # run later, and the client must not be told (by an error) to send it again.
+    if batch is not None and batch.row is not None and batch.row[0] >= lane.window:
+        lanes.hold(task_pk, job_id)  # the window was full: it goes to the lane after all
+        held = True
     if not held:  # else its tenant's lane hands it over (tasks_app.lanes)
         transaction.on_commit(lambda: enqueue_run(task_pk, job_id, job_args), robust=True)
     return SendOutcome(

@@ -175,3 +175,22 @@ def test_statements_together_are_one_statement_and_one_transaction(make_tenant, 
         rowsql.lock(Task, task.pk)
     with pytest.raises(RuntimeError, match="append"), rowsql.together():
         rowsql.append(event, within="task", order="seq", unique=("task", "seq"))
+
+
+def test_a_read_together_with_the_statements_sees_the_database_before_them(
+    make_tenant, make_agent
+):
+    from django.test.utils import CaptureQueriesContext
+
+    agent = make_agent(make_tenant())
+    rowsql.insert(_task(agent))
+    count = (f"SELECT count(*) FROM {Task._meta.db_table} WHERE agent_id = %s", [agent.pk])
+    with CaptureQueriesContext(connection) as queries:
+        with rowsql.together(read=count) as batch:
+            rowsql.insert(_task(agent))
+    assert len(queries) == 1  # the statement and the read: one round trip
+    assert batch.row == (1,)  # not the row the block wrote
+    assert Task.objects.filter(agent=agent).count() == 2
+    with rowsql.together(read=count) as batch:  # a read alone
+        pass
+    assert batch.row == (2,)
