@@ -87,6 +87,8 @@ _agents_by_pk: _Timed[int, Agent] = _Timed()
 _domains: _Timed[str, tuple[str, str]] = _Timed()
 # The operator's default plan (A2A_DEFAULT_PLAN) by name; (None,) when there is no such plan.
 _default_plans: _Timed[str, tuple[Plan | None]] = _Timed()
+# Whether a tenant has an agent with a cap of its own (tasks_app.lanes).
+_agent_caps: _Timed[int, bool] = _Timed()
 # When this process last wrote (or claimed to write) each key's last_used_at: a cached row
 # still shows the value it was read with.
 _touched: dict[int, datetime] = {}
@@ -125,6 +127,19 @@ def tenant_limits(tenant: Tenant) -> plans.Limits:
             _default_plans.put(name, entry, read_at)
         plan = entry[0]
     return plans.tenant_limits(tenant, plan)
+
+
+def tenant_agent_caps(tenant_id: int) -> bool:
+    """Whether any of the tenant's agents has a cap of its own on runs at once
+    (`agent_running_runs` in its limits), from the cache when fresh."""
+    found = _agent_caps.get(tenant_id)
+    if found is None:
+        read_at = clock()
+        found = Agent.objects.filter(
+            tenant_id=tenant_id, limits__has_key="agent_running_runs"
+        ).exists()
+        _agent_caps.put(tenant_id, found, read_at)
+    return found
 
 
 def call_limits(agent: Agent, key_limits: Iterable[tuple[str, int]] = ()) -> plans.Limits:
@@ -237,5 +252,6 @@ def forget_all() -> None:
     _agents_by_pk.clear()
     _domains.clear()
     _default_plans.clear()
+    _agent_caps.clear()
     with _touch_lock:
         _touched.clear()

@@ -16,14 +16,17 @@ tenant's lane is. With several tenants waiting, each hands over one run as one o
 the workers are shared in proportion to the windows (the plans' weights).
 
 PostgreSQL is the truth: the lanes survive restarts of every process and hold with many web
-processes and workers. The window alone is a share, not a limit, and is counted without a lock;
-a `running_runs`, `agent_running_runs` or `queued_runs` limit is exact: the sends and
-hand-overs of a tenant with one take a transaction-level advisory lock on the tenant, so no two
-decide on the same count (SQLite, the embedded profile's single writer, needs none).
+processes and workers. The window alone is a share, not a limit, and is counted without a lock.
+A `running_runs` or `agent_running_runs` limit is exact: a tenant with one has every run join
+its lane, and runs start only through hand-overs, which take a transaction-level advisory lock
+on the tenant for one statement and its commit, so no two decide on the same count (SQLite, the
+embedded profile's single writer, needs none). `queued_runs` and the quotas are checked before
+a send writes, without a lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -38,7 +41,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from agents import usage
-from agents.cache import call_limits
+from agents.cache import call_limits, tenant_agent_caps
 from agents.errors import LimitExceeded
 from agents.models import Agent
 from agents.plans import Limits
@@ -71,17 +74,17 @@ class Lane:
 
     @property
     def exact(self) -> bool:
-        """Whether a limit the lane enforces must hold exactly (counted under the lock)."""
-        limits = self.limits
-        return bool(limits.running_runs or limits.agent_running_runs or limits.queued_runs)
+        """Whether the tenant has a cap on runs at once, which holds exactly: its runs start
+        only through hand-overs counted under the tenant's lock."""
+        return bool(self.limits.running_runs or self.limits.agent_running_runs)
 
     @property
     def checked(self) -> bool:
-        """Whether a send must be checked before it writes (`send_admit`): a cap or a quota."""
+        """Whether a send must be checked before it writes (`send_admit`): a quota, or a cap on
+        runs waiting."""
         limits = self.limits
-        return self.exact or bool(
-            limits.stored_tasks or limits.runs_per_day or limits.runs_per_month
-        )
+        quotas = limits.stored_tasks or limits.runs_per_day or limits.runs_per_month
+        return bool(limits.queued_runs or quotas)
 
     def note(self, in_flight: int) -> str:
         """Why a run of this lane waits, for its task's status."""
@@ -145,13 +148,11 @@ def _queued(tenant_id: int, limit: int) -> int:
     return held + _count(handed, limit - held) if held < limit else held
 
 
-def send_admit(lane: Lane, *, new_task: bool) -> bool:
-    """Decide, before a send writes anything, whether its run may go to the broker now (False)
-    or waits in the tenant's lane (True); refuse the send (LimitExceeded) when the tenant is
-    past its `queued_runs` or a quota. Inside the send's transaction when `lane.exact` (the
-    caller took `lock`)."""
+def send_admit(lane: Lane, *, new_task: bool) -> None:
+    """Refuse a send, before it writes anything, that would take the tenant past a quota or
+    its `queued_runs` (LimitExceeded). Counted without a lock: sends at the same moment may
+    each take the last place, so these bound a tenant to within the sends it makes at once."""
     limits = lane.limits
-    tenant = Q(tenant_id=lane.tenant_id)
     if new_task and limits.stored_tasks:
         _stored_tasks_check(lane)
     if limits.runs_per_day or limits.runs_per_month:
@@ -165,12 +166,12 @@ def send_admit(lane: Lane, *, new_task: bool) -> bool:
             limit="queued_runs",
             retry_after=1.0,
         )
+
+
+def window_full(lane: Lane) -> bool:
+    """Whether the tenant has its window of runs in flight (a send's run then waits)."""
     window = lane.window
-    if window and _count(tenant & IN_FLIGHT, window) >= window:
-        return True
-    agent_cap = limits.agent_running_runs
-    in_flight_of_agent = tenant & Q(agent_id=lane.agent_id) & IN_FLIGHT
-    return bool(agent_cap and _count(in_flight_of_agent, agent_cap) >= agent_cap)
+    return bool(window) and _count(Q(tenant_id=lane.tenant_id) & IN_FLIGHT, window) >= window
 
 
 def _refuse(
@@ -242,12 +243,16 @@ Promoted = tuple[uuid.UUID, str, dict[str, Any]]
 
 def promote(*, tenant_id: int, agent: Agent | None = None) -> list[Promoted]:
     """Hand the oldest runs waiting in the tenant's lane to the broker, as many as it has room
-    for (a run of the tenant just ended); returns them, already published on commit. Nothing
-    is read but an empty index range when nothing waits: for a lane bound by its window alone,
-    in one statement (`_promote_sql`)."""
+    for (a run of the tenant just ended, or a send of a tenant with a cap joined the lane);
+    returns them, published. Nothing is read but an empty index range when nothing waits.
+
+    A lane bound by its window and `running_runs` is handed over in one statement
+    (`_promote_sql`); with a cap, under the tenant's lock, held for that statement and the
+    commit only. A tenant with an agent that has `agent_running_runs` goes through `_promote`,
+    which counts by agent."""
     if agent is not None and connection.vendor == "postgresql":
         lane = Lane.of(agent)
-        if lane.window and not (lane.exact or lane.limits.agent_running_runs):
+        if lane.window and not _agent_caps(lane):
             return _promote_at_once(lane)
     if not Task.objects.filter(tenant_id=tenant_id, held=True).exists():
         return []
@@ -263,6 +268,12 @@ def promote(*, tenant_id: int, agent: Agent | None = None) -> list[Promoted]:
         if lane.exact:
             lock(tenant_id)
         return _promote(lane)
+
+
+def _agent_caps(lane: Lane) -> bool:
+    """Whether some agent of the tenant has a cap on its runs at once (its plan's, or one of
+    its own), which the one-statement hand-over does not count."""
+    return bool(lane.limits.agent_running_runs) or tenant_agent_caps(lane.tenant_id)
 
 
 def _promote(lane: Lane) -> list[Promoted]:
@@ -326,9 +337,12 @@ def _promote_at_once(lane: Lane) -> list[Promoted]:
 
     now = Task._meta.get_field("job_queued_at").get_db_prep_save(timezone.now(), connection)
     params = [lane.tenant_id, *sorted(TERMINAL_STATES), lane.window, lane.tenant_id, lane.window]
-    with rowsql.cursor() as cursor:
-        cursor.execute(_promote_sql(), [*params, now])
-        rows = cursor.fetchall()
+    with transaction.atomic() if lane.exact else contextlib.nullcontext():
+        if lane.exact:
+            lock(lane.tenant_id)
+        with rowsql.cursor() as cursor:
+            cursor.execute(_promote_sql(), [*params, now])
+            rows = cursor.fetchall()
     promoted = []
     for pk, job_id, job_args in rows:
         args = json.loads(job_args) if isinstance(job_args, str) else job_args

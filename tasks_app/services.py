@@ -180,21 +180,24 @@ def _message_send(
     message = request.message
     inline_push = request.configuration.HasField("task_push_notification_config")
     lane = lanes.Lane.of(agent, principal.key_limits)
-    # A new task with nothing to look up (no id the client chose, no push config to store, no
-    # cap or quota to check first: tasks_app.lanes) is written in one round trip; anything
-    # else in a transaction that reads as it goes.
-    if message.task_id or new_task_id is not None or inline_push or lane.checked:
+    if lane.checked:  # a quota or cap: refused before anything is written
+        lanes.send_admit(lane, new_task=not message.task_id)
+    # A tenant with a cap on runs at once: its runs start only through its lane, whose
+    # hand-over counts them under the tenant's lock (lanes.promote, after the commit).
+    via_lane = lane.exact
+    # A new task with nothing to look up (no id the client chose, no push config to store) is
+    # written in one round trip, which also counts the tenant's window (tasks_app.lanes);
+    # anything else in a transaction that reads as it goes.
+    if message.task_id or new_task_id is not None or inline_push:
         unit: Any = transaction.atomic()
         held: bool | None = None
     else:
-        # The window (the lane's only bound here) is counted in the send's own round trip.
-        unit = rowsql.together(read=lanes.in_flight_read(lane) if lane.window else None)
-        held = False
+        window = lane.window and not via_lane
+        unit = rowsql.together(read=lanes.in_flight_read(lane) if window else None)
+        held = via_lane
     with unit as batch:
         if held is None:
-            if lane.exact:
-                lanes.lock(agent.tenant_id)
-            held = lanes.send_admit(lane, new_task=not message.task_id)
+            held = via_lane or lanes.window_full(lane)
         if message.task_id:
             task = task_get_row(
                 agent=agent, principal=principal, task_id=message.task_id, for_update=True
@@ -277,7 +280,9 @@ def _message_send(
     if batch is not None and batch.row is not None and batch.row[0] >= lane.window:
         lanes.hold(task_pk, job_id)  # the window was full: it goes to the lane after all
         held = True
-    if not held:  # else its tenant's lane hands it over (tasks_app.lanes)
+    if via_lane:
+        transaction.on_commit(lambda: _lane_hand_over(agent.tenant_id, agent), robust=True)
+    elif not held:  # else its tenant's lane hands it over as its runs end (tasks_app.lanes)
         transaction.on_commit(lambda: enqueue_run(task_pk, job_id, job_args), robust=True)
     return SendOutcome(
         task_id=task_pk, since_seq=since_seq, created=not message.task_id, task=created
