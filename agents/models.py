@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.core.validators import (
     MaxLengthValidator,
@@ -79,6 +81,13 @@ def _key_limits_valid(value: object) -> None:
     plans.overrides_clean(value, plans.KEY)
 
 
+def _overrides_field(validator: Callable[[object], None], help_text: str) -> models.JSONField:
+    """Limit overrides (agents.plans), limit name -> value, checked for their place."""
+    return models.JSONField(
+        default=dict, db_default={}, blank=True, validators=[validator], help_text=help_text
+    )
+
+
 class Tenant(models.Model):
     slug = models.CharField(max_length=63, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=limits.TENANT_NAME)
@@ -89,12 +98,9 @@ class Tenant(models.Model):
     plan = models.ForeignKey(
         Plan, on_delete=models.PROTECT, null=True, blank=True, related_name="tenants"
     )
-    limits = models.JSONField(
-        default=dict,
-        db_default={},
-        blank=True,
-        validators=[_tenant_limits_valid],
-        help_text='Overrides of the plan\'s limits, e.g. {"running_runs": 20}; 0 is unlimited.',
+    limits = _overrides_field(
+        _tenant_limits_valid,
+        'Overrides of the plan\'s limits, e.g. {"running_runs": 20}; 0 is unlimited.',
     )
 
     def __str__(self) -> str:
@@ -183,12 +189,9 @@ class Agent(models.Model):
         help_text="With retry: how many runs a task gets in all, the first included (1-20).",
     )
     # Its own limits (agents.plans: `agent_running_runs`), over the tenant's.
-    limits = models.JSONField(
-        default=dict,
-        db_default={},
-        blank=True,
-        validators=[_agent_limits_valid],
-        help_text="Overrides of the tenant's limits for this agent, e.g. "
+    limits = _overrides_field(
+        _agent_limits_valid,
+        "Overrides of the tenant's limits for this agent, e.g. "
         '{"agent_running_runs": 5}; 0 is unlimited.',
     )
     is_active = models.BooleanField(default=True)
@@ -248,12 +251,9 @@ class ApiKey(models.Model):
         help_text="If set, the key works only for this agent.",
     )
     # Its own request rates (agents.plans: `key_requests_per_second`, `key_request_burst`).
-    limits = models.JSONField(
-        default=dict,
-        db_default={},
-        blank=True,
-        validators=[_key_limits_valid],
-        help_text="Overrides of the tenant's per-key rates for this key, e.g. "
+    limits = _overrides_field(
+        _key_limits_valid,
+        "Overrides of the tenant's per-key rates for this key, e.g. "
         '{"key_requests_per_second": 5}; 0 is unlimited.',
     )
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1298,13 +1298,8 @@ def versions() -> dict[str, str]:
 # --- main -----------------------------------------------------------------------------------
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="a small bounded run: seconds per scenario, no 1M"
-    )
+def platform_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say which platform runs and how (this script's and the scenarios')."""
     parser.add_argument(
         "--platform-dir",
         type=Path,
@@ -1317,6 +1312,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="its Python (default: <platform-dir>/.venv, else this one)",
     )
     parser.add_argument("--platform-processes", choices=["run.sh", "builtin"], default="run.sh")
+    parser.add_argument(
+        "--platform-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for every platform process (repeatable), e.g. A2A_LANE_WINDOW=0",
+    )
+
+
+def platform_python(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The platform tree under test and its Python."""
+    platform_dir = args.platform_dir.resolve()
+    venv = platform_dir / ".venv" / "bin" / "python"
+    return platform_dir, args.platform_python or (venv if venv.exists() else Path(sys.executable))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a small bounded run: seconds per scenario, no 1M"
+    )
+    platform_arguments(parser)
     parser.add_argument("--systems", default="sdk,platform", help="any of sdk, platform, embedded")
     parser.add_argument(
         "--embedded", action="store_true", help="also the platform's embedded profile"
@@ -1325,13 +1344,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sequential",
         action="store_true",
         help="one system at a time (default: sdk and platform both up, measured in turn)",
-    )
-    parser.add_argument(
-        "--platform-env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting for every platform process (repeatable), e.g. A2A_LANE_WINDOW=0",
     )
     parser.add_argument("--scenarios", help="subset of closed,io,memory,cancel,scale")
     parser.add_argument("--ops", help="closed-loop operations: send,send_nowait,get,stream")
@@ -1368,12 +1380,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = [s for s in args.systems.split(",") if s]
     if args.embedded and "embedded" not in systems:
         systems.append("embedded")
-    platform_dir = args.platform_dir.resolve()
-    python = args.platform_python or (
-        platform_dir / ".venv" / "bin" / "python"
-        if (platform_dir / ".venv" / "bin" / "python").exists()
-        else Path(sys.executable)
-    )
+    platform_dir, python = platform_python(args)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)
     run_dir = args.out / f"run-{stamp}"

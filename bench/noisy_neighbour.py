@@ -4,7 +4,7 @@
     .venv/bin/python bench/noisy_neighbour.py --quick    # a small bounded run (about 2 minutes)
     .venv/bin/python bench/noisy_neighbour.py --platform-dir /tmp/before --variants none
     .venv/bin/python bench/noisy_neighbour.py --platform-env A2A_LANE_WINDOW=0 \\
-        --n-limits running_runs=50,requests_per_second=100,request_burst=100
+        --n-limits running_runs=20,requests_per_second=50,request_burst=50
 
 The platform in `--platform-dir` runs as bench/compare.py runs it (PostgreSQL and Redis of
 its own, the processes scripts/run.sh of that tree starts, `--platform-env` added to their
@@ -63,7 +63,7 @@ QUIET, NOISY, LIMITED = "quiet", "noisy", "limited"
 # The tenant each variant's burst comes from.
 BURSTING = {"none": NOISY, "limits": LIMITED}
 # Limits the `limits` variant gives its tenant unless --n-limits says otherwise.
-DEFAULT_N_LIMITS = "running_runs=50,requests_per_second=100,request_burst=100"
+DEFAULT_N_LIMITS = "running_runs=20,requests_per_second=50,request_burst=50"
 
 
 @dataclass
@@ -384,16 +384,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="small counts, one round")
-    parser.add_argument("--platform-dir", type=Path, default=REPO)
-    parser.add_argument("--platform-python", type=Path)
-    parser.add_argument("--platform-processes", choices=["run.sh", "builtin"], default="run.sh")
-    parser.add_argument(
-        "--platform-env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting for every platform process (repeatable), e.g. A2A_LANE_WINDOW=0",
-    )
+    compare.platform_arguments(parser)
     parser.add_argument("--variants", default="none,limits", help="none, limits or both")
     parser.add_argument(
         "--n-limits",
@@ -437,12 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = settings_from(args)
     extra_env = compare.env_pairs(args.platform_env)
-    platform_dir = args.platform_dir.resolve()
-    python = args.platform_python or (
-        platform_dir / ".venv" / "bin" / "python"
-        if (platform_dir / ".venv" / "bin" / "python").exists()
-        else Path(sys.executable)
-    )
+    platform_dir, python = compare.platform_python(args)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     run_dir = args.out / f"noisy-run-{stamp}"
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,7 @@ from agents.errors import LimitExceeded
 from agents.models import Agent
 from agents.plans import Limits
 
+from . import rowsql
 from .models import IN_FLIGHT, TERMINAL_STATES, Task, TaskCount
 
 logger = logging.getLogger(__name__)
@@ -115,8 +116,7 @@ def _in_flight_sql() -> str:
     """How many runs of a tenant are in flight, counting no further than a limit: the
     `task_in_flight` index's range, its predicate (models.IN_FLIGHT) written as Django writes
     it, so PostgreSQL sees the query is within the index."""
-    c = {f.name: connection.ops.quote_name(f.column) for f in Task._meta.concrete_fields}
-    table = connection.ops.quote_name(Task._meta.db_table)
+    table, c = rowsql.names(Task)
     return (
         f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {c['tenant']} = %s AND "
         f"({c['running_since']} IS NOT NULL OR (NOT ({c['job_id']} = '') AND NOT {c['held']})) "
@@ -319,8 +319,7 @@ def _promote_sql() -> str:
     """`_promote` for a lane bound by its window alone, as one statement: take the room the
     window has (its size less the runs in flight, `_in_flight_sql`) from the oldest waiting
     runs, skipping rows another hand-over holds, and return them."""
-    c = {f.name: connection.ops.quote_name(f.column) for f in Task._meta.concrete_fields}
-    table = connection.ops.quote_name(Task._meta.db_table)
+    table, c = rowsql.names(Task)
     terminal = ", ".join(["%s"] * len(TERMINAL_STATES))
     return (
         f"WITH next AS (SELECT {c['id']} FROM {table} WHERE {c['tenant']} = %s AND {c['held']} "
@@ -333,7 +332,7 @@ def _promote_sql() -> str:
 
 
 def _promote_at_once(lane: Lane) -> list[Promoted]:
-    from . import rowsql, services
+    from . import services
 
     now = Task._meta.get_field("job_queued_at").get_db_prep_save(timezone.now(), connection)
     params = [lane.tenant_id, *sorted(TERMINAL_STATES), lane.window, lane.tenant_id, lane.window]

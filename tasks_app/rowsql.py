@@ -63,6 +63,13 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
+@functools.cache
+def names(model: type[models.Model]) -> tuple[str, dict[str, str]]:
+    """The model's table and its columns by field name, quoted: for statements written once."""
+    columns = {f.name: _q(f.column) for f in model._meta.concrete_fields}
+    return _q(model._meta.db_table), columns
+
+
 def _fields(model: type[models.Model]) -> list[models.Field[Any, Any]]:
     return list(model._meta.concrete_fields)
 

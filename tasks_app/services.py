@@ -876,8 +876,7 @@ def _claim_sql() -> str:
     written once 210 (docs/decisions.md, "Request hot paths"). It is
     `Task.objects.filter(pk=..., running_since__isnull=True, job_id=..., held=False)
     .exclude(state__in=TERMINAL_STATES).update(...)`, on every database."""
-    table = connection.ops.quote_name(Task._meta.db_table)
-    c = {f.name: connection.ops.quote_name(f.column) for f in Task._meta.concrete_fields}
+    table, c = rowsql.names(Task)
     terminal = ", ".join(["%s"] * len(TERMINAL_STATES))
     return (
         f"UPDATE {table} SET {c['running_since']} = %s, {c['lease_expires_at']} = %s, "
