@@ -235,6 +235,10 @@ def run_count(**counters: float) -> bool:
 # --- the flush ----------------------------------------------------------------------------------
 
 
+# How long a flush waits for a lock before it gives up and keeps its counts for the next one.
+LOCK_TIMEOUT_MS = 500
+
+
 def _upsert_sql(rows: int) -> str:
     table = UsageDay._meta.db_table
     agents = Agent._meta.db_table
@@ -263,6 +267,11 @@ def usage_add(batch: Mapping[Key, Mapping[str, float]]) -> None:
     the row to exist first."""
     rows = sorted(batch.items())
     with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # Counting yields to whatever locks the tables (a migration, a TRUNCATE): past
+            # this wait the batch fails and is kept for the next flush, where waiting on would
+            # hold up that work, or deadlock with it, at its deadlock_timeout (1 s).
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
         for start in range(0, len(rows), ROWS_PER_STATEMENT):
             chunk = rows[start : start + ROWS_PER_STATEMENT]
             params: list[Any] = []

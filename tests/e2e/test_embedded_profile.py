@@ -277,6 +277,7 @@ def test_the_summary_comes_last_once_every_process_answers(embedded):
         "agent card",
         "agent card",  # demo/echo-proxy
         "demo/assistant",  # the one line that enables it
+        "plans",  # and what limits the demo: nothing
         "API key",
         "console login",
         "console login",
