@@ -554,6 +554,10 @@ def seed_sdk_tasks(dsn: str, *, table: str, owner: str, start: int, count: int) 
     return {"seeded": count, "seconds": round(time.monotonic() - started, 1)}
 
 
+# Each production platform's Redis databases (its own, its broker's) on the shared server.
+REDIS_DATABASES = {"platform": (0, 1), "before": (2, 3)}
+
+
 class PlatformSystem(System):
     def __init__(
         self,
@@ -567,9 +571,13 @@ class PlatformSystem(System):
         plan: Plan,
         process_source: str,
         extra_env: dict[str, str] | None = None,
+        name: str = "",
+        label: str = "",
     ) -> None:
-        name = "platform" if profile == "production" else "embedded"
-        label = "platform" if profile == "production" else "platform (embedded)"
+        # `before`: a second production tree (`--before-dir`), on its own database and Redis
+        # databases, so the two platforms share the servers but no queue, stream or row.
+        name = name or ("platform" if profile == "production" else "embedded")
+        label = label or ("platform" if profile == "production" else "platform (embedded)")
         super().__init__(name, label)
         self.profile, self.platform_dir, self.python = profile, platform_dir, python
         self.services, self.processes, self.run_dir, self.plan = services, processes, run_dir, plan
@@ -600,9 +608,11 @@ class PlatformSystem(System):
         )
         if self.profile == "production":
             assert self.services is not None
-            env["DATABASE_URL"] = self.services.url("platform")
-            env["REDIS_URL"] = self.services.env["REDIS_URL"]
-            env["CELERY_BROKER_URL"] = self.services.env["REDIS_URL"].rsplit("/", 1)[0] + "/1"
+            redis, broker = REDIS_DATABASES[self.name]
+            redis_server = self.services.env["REDIS_URL"].rsplit("/", 1)[0]
+            env["DATABASE_URL"] = self.services.url(self.name)
+            env["REDIS_URL"] = f"{redis_server}/{redis}"
+            env["CELERY_BROKER_URL"] = f"{redis_server}/{broker}"
         env.update(self.extra_env)
         return env
 
@@ -641,8 +651,8 @@ class PlatformSystem(System):
         self._env = env = self.env(port)
         if self.profile == "production":
             assert self.services is not None
-            self.database = "platform"
-            self.services.create_database("platform")
+            self.database = self.name
+            self.services.create_database(self.name)
         where = self.seed_script("check")
         print(f"  platform code: {where['tasks_app']} ({where['database']})")
         self.manage("manage.py", "migrate", "--noinput", env=env)
@@ -919,7 +929,8 @@ def run_steps(
 ) -> None:
     """Each measurement on each running system in turn (sdk, then platform, then the next
     measurement), so that both meet the same background load on a shared machine. A
-    closed-loop cell is measured `plan.rounds` times, the systems alternating, and each
+    closed-loop cell is measured `plan.rounds` times, the systems alternating (each round
+    led by the next), and each
     system's median round (by throughput) is kept, with every round's throughput beside it:
     the load other jobs put on a shared machine drifts within seconds, and one cell measured
     once per system put a 30 % swing into a ratio. Figures go into `results` as they come: a
@@ -928,7 +939,9 @@ def run_steps(
         rounds = plan.rounds if path[0] == "closed" else 1
         taken: dict[str, list[dict[str, Any]]] = {}
         for n in range(rounds):
-            for system in systems:
+            # Each round starts with the next system: what one measurement leaves behind
+            # (PostgreSQL's vacuum and checkpoints, a warm cache) falls on each in turn.
+            for system in systems[n % len(systems) :] + systems[: n % len(systems)]:
                 if system.failed:
                     continue
                 settle(systems, plan.settle_timeout)
@@ -1006,8 +1019,15 @@ OP_NAMES = {
 }
 
 
+def ratio_pairs(systems: list[str]) -> list[tuple[str, str]]:
+    """The ratio columns of the table: platform ÷ sdk always, platform ÷ before with a
+    `--before-dir` tree."""
+    return [("platform", "sdk")] + ([("platform", "before")] if "before" in systems else [])
+
+
 def rows_for(results: dict[str, dict[str, Any]], systems: list[str], plan: Plan) -> list[list[str]]:
-    """One row per figure: scenario, metric, each system's value, platform ÷ sdk, notes."""
+    """One row per figure: scenario, metric, each system's value, each ratio (`ratio_pairs`),
+    notes."""
     rows: list[list[str]] = []
 
     def cells(*path: str) -> dict[str, Cell]:
@@ -1029,14 +1049,17 @@ def rows_for(results: dict[str, dict[str, Any]], systems: list[str], plan: Plan)
         note: str = "",
     ) -> None:
         values = {s: value(cell[s]) for s in systems}
-        shown = "-"
-        if ratio_of and "sdk" in values and "platform" in values:
-            a, b = values["platform"][1], values["sdk"][1]
+        shown = []
+        for top, bottom in ratio_pairs(systems):
+            if not (ratio_of and top in values and bottom in values):
+                shown.append("-")
+                continue
+            a, b = values[top][1], values[bottom][1]
             if isinstance(a, list):
-                shown = " / ".join(ratio(x, y) for x, y in zip(a, b, strict=True))
+                shown.append(" / ".join(ratio(x, y) for x, y in zip(a, b, strict=True)))
             else:
-                shown = ratio(a, b)
-        rows.append([scenario, metric, *[values[s][0] for s in systems], shown, note])
+                shown.append(ratio(a, b))
+        rows.append([scenario, metric, *[values[s][0] for s in systems], *shown, note])
 
     def per_system(cell: dict[str, Cell], text: Callable[[Cell], str]) -> str:
         parts = [f"{s} {text(cell[s])}" for s in systems if cell[s] and text(cell[s])]
@@ -1338,6 +1361,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     platform_arguments(parser)
     parser.add_argument("--systems", default="sdk,platform", help="any of sdk, platform, embedded")
     parser.add_argument(
+        "--before-dir",
+        type=Path,
+        help="a second platform tree (a git worktree of the commit before a change), run beside "
+        "the others and measured in turn with them, cell by cell; adds a platform ÷ before column",
+    )
+    parser.add_argument(
+        "--before-python", type=Path, help="its Python (default: <before-dir>/.venv, else this one)"
+    )
+    parser.add_argument(
         "--embedded", action="store_true", help="also the platform's embedded profile"
     )
     parser.add_argument(
@@ -1381,6 +1413,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.embedded and "embedded" not in systems:
         systems.append("embedded")
     platform_dir, python = platform_python(args)
+    before_dir, before_python = None, None
+    if args.before_dir:
+        before_dir = args.before_dir.resolve()
+        venv = before_dir / ".venv" / "bin" / "python"
+        before_python = args.before_python or (venv if venv.exists() else Path(sys.executable))
+        systems.insert(systems.index("platform") + 1 if "platform" in systems else 0, "before")
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)
     run_dir = args.out / f"run-{stamp}"
@@ -1393,6 +1431,8 @@ def main(argv: list[str] | None = None) -> int:
         "platform_dir": str(platform_dir),
         "platform_commit": git_describe(platform_dir),
         "platform_python": str(python),
+        "before_dir": str(before_dir) if before_dir else None,
+        "before_commit": git_describe(before_dir) if before_dir else None,
         "platform_env": env_pairs(args.platform_env),
         "versions": versions(),
         "quick": args.quick,
@@ -1408,6 +1448,8 @@ def main(argv: list[str] | None = None) -> int:
         logfile.flush()
 
     print(f"platform: {platform_dir} @ {meta['platform_commit']}, python {python}")
+    if before_dir:
+        print(f"before: {before_dir} @ {meta['before_commit']}, python {before_python}")
     print(f"machine: {meta['machine']}, load {meta['loadavg_start']}; logs in {run_dir}")
     processes = Processes()
     services = Services()
@@ -1420,12 +1462,27 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, interrupted)
     try:
-        if {"sdk", "platform"} & set(systems):
+        if {"sdk", "platform", "before"} & set(systems):
             services.start()
 
         def make(name: str) -> System:
             if name == "sdk":
                 return SdkSystem(services, processes, run_dir, plan)
+            if name == "before":
+                assert before_dir is not None and before_python is not None
+                return PlatformSystem(
+                    profile="production",
+                    name="before",
+                    label=f"before ({meta['before_commit']})",
+                    platform_dir=before_dir,
+                    python=before_python,
+                    services=services,
+                    processes=processes,
+                    run_dir=run_dir,
+                    plan=plan,
+                    process_source=args.platform_processes,
+                    extra_env=env_pairs(args.platform_env),
+                )
             return PlatformSystem(
                 profile="production" if name == "platform" else "embedded",
                 platform_dir=platform_dir,
@@ -1482,7 +1539,7 @@ def main(argv: list[str] | None = None) -> int:
         "scenario",
         "metric",
         *[labels.get(s, s) for s in systems],
-        "platform ÷ sdk",
+        *[f"{top} ÷ {bottom}" for top, bottom in ratio_pairs(systems)],
         "notes",
     ]
     rows = rows_for(results, systems, plan)
@@ -1522,6 +1579,8 @@ def markdown_report(
         f"{name}: " + ", ".join(f"`{cmd}`" for _, cmd in cmds) for name, cmds in commands.items()
     )
     title = f"### {meta['date'][:10]}: platform {meta['platform_commit']}"
+    if meta.get("before_commit"):
+        title += f", before {meta['before_commit']}"
     title += f" and a2a-sdk {meta['versions']['a2a-sdk']}" + (" (quick)" if meta["quick"] else "")
     return "\n".join(
         [
