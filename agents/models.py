@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import (
     MaxLengthValidator,
     MaxValueValidator,
@@ -12,6 +13,8 @@ from django.core.validators import (
     RegexValidator,
 )
 from django.db import models
+
+from a2a_platform.versions import SUPPORTED_VERSIONS
 
 from . import limits, plans
 
@@ -30,6 +33,28 @@ domain_validator = RegexValidator(
 
 # The media types a new agent starts with in the console's and the admin's registration forms.
 DEFAULT_MODES: tuple[str, ...] = ("text/plain",)
+
+# The A2A versions an agent serves, stored as "1.0,0.3,0.1" (newest first): every one the
+# platform speaks unless the agent says otherwise.
+ALL_VERSIONS = ",".join(SUPPORTED_VERSIONS)
+
+
+def versions_parse(value: str) -> tuple[str, ...]:
+    """The versions of a `protocol_versions` value, in the platform's order, without repeats."""
+    named = {v.strip() for v in value.split(",") if v.strip()}
+    return tuple(v for v in SUPPORTED_VERSIONS if v in named)
+
+
+def versions_validator(value: str) -> None:
+    named = [v.strip() for v in str(value).split(",") if v.strip()]
+    unknown = sorted(set(named) - set(SUPPORTED_VERSIONS))
+    if unknown:
+        raise ValidationError(
+            f"Not an A2A version the platform speaks: {', '.join(unknown)} (it speaks "
+            f"{', '.join(SUPPORTED_VERSIONS)})."
+        )
+    if not named:
+        raise ValidationError("An agent serves at least one A2A version.")
 
 
 def _limit_field(name: str) -> models.PositiveIntegerField:
@@ -153,6 +178,25 @@ class Agent(models.Model):
     # Push notification webhooks (the card's capabilities.pushNotifications); off, every push
     # call answers PushNotificationNotSupported.
     push_notifications = models.BooleanField(default=True)
+    # The A2A versions the agent serves (`versions_parse`): its card lists only their
+    # interfaces, and a call in another version is refused with VersionNotSupportedError.
+    protocol_versions = models.CharField(
+        max_length=40,
+        default=ALL_VERSIONS,
+        db_default=ALL_VERSIONS,
+        validators=[versions_validator],
+        help_text="The A2A versions the agent serves, comma-separated (1.0, 0.3, 0.1). An "
+        "agent that serves 1.0 alone has the strict v1.0 card and refuses calls in older "
+        "versions.",
+    )
+    # A repeated messageId gets the first send's task (a client retrying after a lost
+    # answer); off, every send makes a new task or turn, whatever its messageId.
+    deduplicate_messages = models.BooleanField(
+        default=True,
+        db_default=True,
+        help_text="A send that repeats a messageId (a client retrying) gets the first send's "
+        "task instead of a second one; one that reuses it for another message is refused.",
+    )
     visibility = models.CharField(
         max_length=10, choices=Visibility.choices, default=Visibility.PRIVATE
     )
@@ -215,6 +259,11 @@ class Agent(models.Model):
     @property
     def is_public(self) -> bool:
         return self.visibility == self.Visibility.PUBLIC
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The A2A versions the agent serves (`protocol_versions`), newest first."""
+        return versions_parse(self.protocol_versions)
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
