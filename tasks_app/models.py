@@ -172,14 +172,19 @@ class TaskCount(models.Model):
 
 class SentMessage(models.Model):
     """A message a caller sent to an agent, by its messageId: a SendMessage that repeats the
-    id (a client retrying after a lost answer) gets what the first one made, not a second task
-    or run. Written in the send's own transaction; kept `A2A_MESSAGE_ID_RETENTION_SECONDS`."""
+    id with the same request (a client retrying after a lost answer) gets what the first one
+    made, not a second task or run; one that reuses the id for another request is refused.
+    Written in the send's own transaction; kept `A2A_MESSAGE_ID_RETENTION_SECONDS`."""
 
     agent = models.ForeignKey(
         "agents.Agent", on_delete=models.CASCADE, related_name="+", db_index=False
     )
     owner = models.CharField(max_length=220)
     message_id = models.CharField(max_length=MAX_ID_LENGTH)
+    # The first request's digest (tasks_app.services.send_fingerprint), read only when its id
+    # is sent again. "" (rows written by a process of an earlier version, which sets no value)
+    # matches any request.
+    fingerprint = models.CharField(max_length=64, default="", db_default="")
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
     # The task's event sequence when the message was sent, as the first send's waiters saw it.
     since_seq = models.PositiveIntegerField()

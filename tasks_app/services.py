@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -30,7 +31,9 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.message import Message as ProtoMessage
 
 from . import lanes, rowsql
 from .artifacts import artifact_parts_append
@@ -108,6 +111,9 @@ def message_send(
     """
     message = request.message
     _message_validate(agent=agent, request=request)
+    # What the send asks, for a repeat of its messageId to be compared with (on the conflict
+    # path only); None when the agent remembers no messageIds: nothing written, nothing read.
+    fingerprint = send_fingerprint(request) if _deduplicates(agent) else None
     # Inside a caller's transaction, a savepoint: a repeated id's failed INSERT must not abort
     # the caller's work. Outside one (the bindings), the send is its own transaction anyway.
     unit = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
@@ -123,40 +129,117 @@ def message_send(
                 push_headers=push_headers,
                 dialect=dialect,
                 spelling=spelling,
+                fingerprint=fingerprint,
             )
     except IntegrityError:
         # A repeated messageId: its row met the first send's (or that of a retry racing it,
         # which committed first). Any other integrity error is not ours to answer.
-        repeated = _sent_before(agent=agent, principal=principal, message_id=message.message_id)
+        if fingerprint is None:
+            raise
+        repeated = _sent_before(
+            agent=agent,
+            principal=principal,
+            message_id=message.message_id,
+            fingerprint=fingerprint,
+        )
         if repeated is None:
             raise
         return repeated
 
 
-def _sent_before(*, agent: Agent, principal: Principal, message_id: str) -> SendOutcome | None:
+def _deduplicates(agent: Agent) -> bool:
+    """Whether the agent's sends are remembered by messageId: the platform's retention, and the
+    agent's own switch (off for clients that reuse ids for new messages, such as the TCK)."""
+    return bool(settings.A2A_MESSAGE_ID_RETENTION_SECONDS) and agent.deduplicate_messages
+
+
+def send_fingerprint(request: SendMessageRequest) -> str:
+    """What a send asks, as a SHA-256 digest (64 hex digits): its message (parts, metadata,
+    extensions, reference task ids, role, taskId, contextId), its configuration and its
+    metadata. A repeat of a messageId is the same send only with the same digest.
+
+    It digests the request's deterministic serialization, without the `tenant` that only
+    routes it, and without the empty sub-messages that one dialect writes and another leaves
+    out (v0.3's `configuration: {}`, v1.0's `metadata: {}`): each dialect's codec converts to
+    the same v1.0 request, and requests that mean the same in any of them have one digest."""
+    canonical = SendMessageRequest()
+    canonical.CopyFrom(request)
+    canonical.ClearField("tenant")
+    _empty_cleared(canonical)
+    return hashlib.sha256(canonical.SerializeToString(deterministic=True)).hexdigest()
+
+
+def _empty_cleared(message: ProtoMessage) -> None:
+    """Clear the message's empty sub-messages at any depth, as if they had not been sent. Not
+    those of a oneof (a Part whose `data` is an empty object chose `data`), and nothing inside
+    the well-known types (Struct, Value), where an empty value is a value."""
+    for field, value in message.ListFields():
+        walk, clear = _clearing(field)
+        if field.is_repeated:
+            if walk:
+                for item in value:
+                    _empty_cleared(item)
+            continue
+        if walk:
+            _empty_cleared(value)
+        if clear and value.ByteSize() == 0:
+            message.ClearField(field.name)
+
+
+@functools.cache
+def _clearing(field: FieldDescriptor) -> tuple[bool, bool]:
+    """Whether `_empty_cleared` looks inside the field's values, and whether it clears the
+    field when empty: decided once per field (reading its descriptor is most of the cost)."""
+    kind = field.message_type
+    if kind is None or kind.GetOptions().map_entry:
+        return False, False
+    walk = not kind.full_name.startswith("google.protobuf.")
+    return walk, not field.is_repeated and field.containing_oneof is None
+
+
+def _sent_before(
+    *, agent: Agent, principal: Principal, message_id: str, fingerprint: str
+) -> SendOutcome | None:
     """What the first send of `message_id` by this caller to this agent made, while its id is
-    remembered (`A2A_MESSAGE_ID_RETENTION_SECONDS`)."""
-    if not settings.A2A_MESSAGE_ID_RETENTION_SECONDS:
-        return None
+    remembered (`A2A_MESSAGE_ID_RETENTION_SECONDS`), if this send asks what it asked; refused
+    if it asks something else. A first send recorded without a fingerprint (by a process of
+    an earlier version) matches any."""
     sent = (
         SentMessage.objects.filter(agent=agent, owner=principal.owner, message_id=message_id)
-        .values_list("task_id", "since_seq", "created_task")
+        .values_list("task_id", "since_seq", "created_task", "fingerprint")
         .first()
     )
     if sent is None:
         return None
-    task_pk, since_seq, created = sent
+    task_pk, since_seq, created, first_fingerprint = sent
+    if first_fingerprint and first_fingerprint != fingerprint:
+        raise InvalidParamsError(
+            f"messageId {message_id!r} was already sent to this agent with another message "
+            f"(it {'made' if created else 'continued'} task {task_pk}); send a new messageId "
+            "for a new message, or the same message to get that task again."
+        )
     return SendOutcome(task_id=task_pk, since_seq=since_seq, created=created, repeated=True)
 
 
-def _sent_record(task: Task, owner: str, message_id: str, *, since_seq: int, created: bool) -> None:
-    """Remember the message's id for the task (in the send's transaction): a second send of it
-    fails here, on the unique key, and gets what this one made (`_sent_before`)."""
-    if settings.A2A_MESSAGE_ID_RETENTION_SECONDS:
+def _sent_record(
+    task: Task,
+    owner: str,
+    message_id: str,
+    fingerprint: str | None,
+    *,
+    since_seq: int,
+    created: bool,
+) -> None:
+    """Remember the message's id and fingerprint for the task (in the send's transaction): a
+    second send of it fails here, on the unique key, and gets what this one made, or is
+    refused if it asks something else (`_sent_before`). Nothing when `fingerprint` is None
+    (the agent remembers no messageIds)."""
+    if fingerprint is not None:
         sent = SentMessage(
             agent_id=task.agent_id,
             owner=owner,
             message_id=message_id,
+            fingerprint=fingerprint,
             task_id=task.pk,
             since_seq=since_seq,
             created_task=created,
@@ -176,6 +259,7 @@ def _message_send(
     push_headers: dict[str, str] | None,
     dialect: str,
     spelling: str,
+    fingerprint: str | None,
 ) -> SendOutcome:
     message = request.message
     inline_push = request.configuration.HasField("task_push_notification_config")
@@ -204,7 +288,12 @@ def _message_send(
             )
             # First: a repeat of the follow-up that set the task going again is not an error.
             _sent_record(
-                task, principal.owner, message.message_id, since_seq=task.last_seq, created=False
+                task,
+                principal.owner,
+                message.message_id,
+                fingerprint,
+                since_seq=task.last_seq,
+                created=False,
             )
             if task.is_terminal:
                 raise UnsupportedOperationError(
@@ -261,7 +350,9 @@ def _message_send(
             # the event; no reader can know of it before the commit, so its event rings no one.
             task.job_args = _job_args(request, 0, extensions)
             task.last_seq = 1
-            _sent_record(task, principal.owner, message.message_id, since_seq=1, created=True)
+            _sent_record(
+                task, principal.owner, message.message_id, fingerprint, since_seq=1, created=True
+            )
             _task_insert(task, chosen_id=new_task_id is not None)
             _task_counts_move(task, None, SUBMITTED)
             pushes = _push_config_inline(task, request, push_dialect, push_headers)

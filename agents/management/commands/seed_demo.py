@@ -9,6 +9,9 @@ one; `--new-key` replaces it in any case. Elsewhere (a production profile, whose
 own) no secret is written to disk: the first run prints a new key, and later runs say that the
 key is kept and print only its prefix. Keys are stored hashed, so no run can show an old one.
 
+`conformance`, the agent the A2A TCK is run against, does not de-duplicate messageIds (the kit
+reuses them: docs/conformance.md); every run sets that again on an existing one.
+
 Beside `echo` and `conformance`: `echo-proxy`, an `a2a-proxy` agent that fronts `echo` through
 the platform's own public URL (so the SSRF guard must let agents reach it: `make run`
 allowlists loopback), with a key of its own for echo, kept in its encrypted secrets and
@@ -76,6 +79,9 @@ DEMO_AGENTS: list[dict[str, Any]] = [
         "executor_kind": "conformance",
         "visibility": Agent.Visibility.PUBLIC,
         "anonymous_scope": Agent.AnonymousScope.SHARED,
+        # The TCK reuses one messageId per kind of message for its whole session: each of its
+        # sends must be a new one (docs/conformance.md).
+        "deduplicate_messages": False,
         "skills": [
             {
                 "id": "tck",
@@ -87,6 +93,8 @@ DEMO_AGENTS: list[dict[str, Any]] = [
     },
 ]
 
+# The fields of a demo agent that every run sets again as DEMO_AGENTS says.
+KEPT = ("deduplicate_messages",)
 
 PROXY = {
     "slug": "echo-proxy",
@@ -159,6 +167,7 @@ class Command(BaseCommand):
             agent = tenant.agents.filter(slug=spec["slug"]).first() or agent_create(
                 tenant=tenant, **spec
             )
+            self._kept(agent, spec)
             self._card(agent)
         self._proxy(tenant)
         self._assistant(tenant)
@@ -171,6 +180,16 @@ class Command(BaseCommand):
         )
         for (user, password), what in ((operator, "operator"), (owner, f"owner of {tenant.slug}")):
             self.stdout.write(f"console login ({what}): {user.username} / {password}")
+
+    def _kept(self, agent: Agent, spec: dict[str, Any]) -> None:
+        """An existing demo agent gets again the settings its purpose needs (KEPT: the
+        conformance agent made before it had `deduplicate_messages`); the rest of it is the
+        operator's."""
+        fields = [f for f in KEPT if f in spec and getattr(agent, f) != spec[f]]
+        for name in fields:
+            setattr(agent, name, spec[name])
+        if fields:
+            agent_update(agent=agent, fields=fields)
 
     def _plans(self, tenant: Tenant) -> str:
         """The starting plans, made when missing; the line that says what limits the demo."""
