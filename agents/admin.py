@@ -33,6 +33,7 @@ from .forms import (
     SECRET_POST_FIELDS,
     AgentKindFormMixin,
     JSONInputField,
+    ProtocolVersionsField,
     agent_connection_test_answer,
     executor_secrets_status,
     kind_field_names,
@@ -379,6 +380,7 @@ class AgentForm(_AgentLimits, AgentKindFormMixin, forms.ModelForm):  # type: ign
         fields = "__all__"
         exclude = ("limits",)  # as a number field per limit (LimitsFormMixin)
         formfield_callback = _https_urls
+        field_classes = {"protocol_versions": ProtocolVersionsField}
         help_texts = {
             "executor_config": "The whole config as stored. Edit it with the fields of the "
             "agent's kind above; or change this JSON object to replace the whole config at once "
@@ -424,7 +426,16 @@ class AgentAdmin(admin.ModelAdmin):
         models.URLField: {"assume_scheme": "https"},
         models.JSONField: {"form_class": JSONInputField},
     }
-    list_display = ("slug", "tenant", "name", "executor_kind", "visibility", "is_active", "card")
+    list_display = (
+        "slug",
+        "tenant",
+        "name",
+        "executor_kind",
+        "visibility",
+        "protocol_versions",
+        "is_active",
+        "card",
+    )
     list_filter = ("tenant", "executor_kind", "visibility", "is_active")
     list_select_related = ("tenant",)
     search_fields = ("slug", "name", "tenant__slug")

@@ -24,6 +24,8 @@ from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, Tran
 from django.conf import settings
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from a2a_platform.versions import V0_1, V0_3, V1_0
+
 from .hosts import agent_host
 from .models import Agent
 
@@ -127,7 +129,27 @@ def agent_card_build(
     card.skills.extend(ParseDict(skill, AgentSkill()) for skill in skills)
     if not card.skills:
         card.skills.append(default_skill(agent))
+    _interfaces_served(card, agent, url)
     return card
+
+
+def _interfaces_served(card: AgentCard, agent: Agent, url: str) -> None:
+    """Keep only the interfaces of the versions the agent serves (`Agent.protocol_versions`).
+    v0.1 has no interface of its own in cards; an agent that serves nothing else lists its
+    JSON-RPC URL as a 0.1 interface, so that its card is not without one (the field is
+    required) and v0.1's agent/getCard has the URL to give (v1.0 clients pass it by, and the
+    SDK's v0.3 view of a card takes only 0.3 ones)."""
+    served = agent.versions
+    kept = [i for i in card.supported_interfaces if i.protocol_version in served]
+    if not kept and V0_1 in served:
+        kept.append(
+            AgentInterface(
+                url=url, protocol_binding=TransportProtocol.JSONRPC.value, protocol_version=V0_1
+            )
+        )
+    if len(kept) != len(card.supported_interfaces):
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(kept)
 
 
 def default_skill(agent: Agent) -> AgentSkill:
@@ -161,11 +183,23 @@ def agent_card_json(
     agent: Agent, *, extended: bool = False, base_url: str | None = None, strict: bool = False
 ) -> dict[str, Any]:
     """The card as served: v1.0 proto-JSON with v0.3's url/preferredTransport/... merged in;
-    `strict`: the v1.0 card alone (what a request sending `A2A-Version: 1.0` gets)."""
+    `strict`: the v1.0 card alone (what a request sending `A2A-Version: 1.0` gets). The
+    versions the agent serves decide over the request (`card_strict`)."""
     card = agent_card_build(agent, extended=extended, base_url=base_url)
-    if strict:
+    if card_strict(agent, asked_v10=strict):
         return MessageToDict(card)
     return agent_card_to_dict(card)
+
+
+def card_strict(agent: Agent, *, asked_v10: bool) -> bool:
+    """Whether the agent's card is the v1.0 card alone: asked for (`A2A-Version: 1.0`) of an
+    agent that serves 1.0, or of any agent that does not serve 0.3, whose card has no v0.3
+    interface to merge in. An agent that serves 0.3 and not 1.0 merges them in whatever the
+    request asked: a card in the v0.3 shape is the one its clients can follow."""
+    served = agent.versions
+    if V0_3 not in served:
+        return True
+    return asked_v10 and V1_0 in served
 
 
 def card_etag(card: dict[str, Any]) -> str:

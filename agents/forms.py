@@ -16,6 +16,9 @@ JSON object of secrets (`ExecutorSecretsField`). No page ever shows a secret: th
 render empty, also when the form comes back with errors, and the help texts say only whether
 one is set.
 
+The versions an agent serves (`Agent.protocol_versions`, stored "1.0,0.3,0.1") are one
+checkbox per version (`ProtocolVersionsField`), in both.
+
 The whole config as one JSON object (`executor_config`) is still taken: the admin shows it as
 an editable field (a changed object there wins over the fields), and the console, which does
 not show it, takes it when a script posts it. Then the secrets follow the earlier rules (the
@@ -43,6 +46,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from a2a_platform.ssrf import UnsafeUrl
+from a2a_platform.versions import SUPPORTED_VERSIONS, V0_1, V0_3, V1_0
 
 from . import limits
 from .crypto import DecryptionFailed
@@ -55,7 +59,7 @@ from .executors.secrets import (
     executor_secrets_open,
     executor_secrets_validate,
 )
-from .models import Agent, Tenant
+from .models import Agent, Tenant, versions_parse
 from .services import agent_secrets_set
 from .validation import SECRETS_CLEAR_FIELD, agent_form_check
 from .wording import problem_text, where
@@ -155,6 +159,59 @@ def executor_secrets_status(agent: Agent) -> str:
     except DecryptionFailed:
         return "Set, but no configured encryption key opens them: set them again or clear them"
     return "Set: " + ", ".join(names)
+
+
+# --- the versions an agent serves --------------------------------------------------------------
+
+VERSION_LABELS = {
+    V1_0: "1.0",
+    V0_3: "0.3 (JSON-RPC without a version header, REST under v1/)",
+    V0_1: "0.1 (the early JSON-RPC dialect: tasks/send, sessionId)",
+}
+
+
+def _versions_named(value: Any) -> list[str]:
+    """The names in a posted or stored value: one per checkbox, or "1.0,0.3" as stored."""
+    items = [value] if isinstance(value, str) else list(value or ())
+    return [name.strip() for item in items for name in str(item).split(",") if name.strip()]
+
+
+class ProtocolVersionsField(forms.MultipleChoiceField):
+    """`Agent.protocol_versions` as one checkbox per version the platform speaks, cleaned to
+    the stored form ("1.0,0.3", newest first); at least one. A script may post the stored
+    form as well as one value per version."""
+
+    default_error_messages = {
+        "required": "Choose at least one A2A version for the agent to serve.",
+        "invalid_choice": "%(value)s is not an A2A version the platform speaks (it speaks "
+        + ", ".join(SUPPORTED_VERSIONS)
+        + ").",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        # What the model's CharField hands its form field, and the admin's text input for it.
+        for name in ("max_length", "empty_value"):
+            kwargs.pop(name, None)
+        widget = kwargs.pop("widget", None)
+        if not getattr(widget, "allow_multiple_selected", False):
+            widget = forms.CheckboxSelectMultiple
+        kwargs.setdefault("choices", [(v, VERSION_LABELS[v]) for v in SUPPORTED_VERSIONS])
+        super().__init__(widget=widget, **kwargs)
+
+    def to_python(self, value: Any) -> list[str]:
+        return _versions_named(value)
+
+    def clean(self, value: Any) -> str:  # type: ignore[override]
+        named = set(super().clean(value))
+        return ",".join(v for v in SUPPORTED_VERSIONS if v in named)
+
+    def prepare_value(self, value: Any) -> Any:
+        return list(versions_parse(value)) if isinstance(value, str) else value
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        if self.disabled:
+            return False
+        return set(_versions_named(initial)) != set(_versions_named(data))
 
 
 # --- each kind's fields, from its config model -----------------------------------------------

@@ -28,7 +28,10 @@ AGENT_HOST_SCOPE_KEY = "a2a.agent_host"
 def agent_card(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
     """The agent's card. Fetched at the agent's own host, it advertises that host's URLs. With
     `A2A-Version: 1.0` it is the v1.0 card alone; otherwise the v1.0 card with the v0.3 fields
-    merged in, which clients of both versions read."""
+    merged in, which clients of both versions read. The versions the agent serves come first
+    (cards.card_strict): one that does not serve 0.3 always has the v1.0 card alone, one that
+    serves 0.3 and not 1.0 always the merged one; either lists only its versions'
+    interfaces."""
     try:
         agent = agent_get_active(tenant_slug=tenant_slug, agent_slug=agent_slug)
     except AgentNotFound as exc:

@@ -10,9 +10,10 @@ default agent. Credentials, `A2A-Version` and
 `A2A-Extensions` are read from headers and metadata alike. The agent and key come from the
 process's cache when fresh (agents.auth.caller_resolve), so a call needs no database hop.
 
-Admission is decided here too (`admitted`): once a caller is authenticated, each A2A call is
-counted against its tenant's and its key's request rates (agents.rates) before the operation
-runs, so a refused call writes nothing.
+Admission is decided here too (`admitted`): once a caller is authenticated, each A2A call must
+speak a version its agent serves (`Agent.protocol_versions`), and is counted against its
+tenant's and its key's request rates (agents.rates) before the operation runs, so a refused
+call writes nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from a2a.extensions.common import get_requested_extensions
 from django.conf import settings
@@ -32,7 +34,7 @@ from agents.auth import Principal, caller_resolve, credentials_from_headers
 from agents.cache import call_limits
 from agents.errors import AuthenticationRequired
 from agents.hosts import LOOKUP, host_agent, host_agent_nowait
-from agents.models import Agent
+from agents.models import Agent, versions_parse
 from tasks_app.errors import InvalidParamsError, VersionNotSupportedError, task_not_found
 from tasks_app.operations import Caller
 from tasks_app.selectors import task_agent_path
@@ -48,6 +50,15 @@ WHERE_VERSIONS_LIVE = {
     V0_3: "0.3 is served by REST under the agent's v1/ path, by JSON-RPC without a version "
     "header, and by the gRPC service a2a.v1.A2AService.",
     V0_1: "0.1 is served by JSON-RPC only, at the agent's URL.",
+}
+# What makes a request speak each version, for a refusal that says why it was read so.
+HOW_VERSIONS_ARE_SPOKEN = {
+    V1_0: "as a JSON-RPC request with 'A2A-Version: 1.0', a REST path directly under the "
+    "agent's URL and the gRPC service lf.a2a.v1.A2AService do",
+    V0_3: "as a JSON-RPC request without an A2A-Version header, a REST path under the agent's "
+    "v1/ path and the gRPC service a2a.v1.A2AService do",
+    V0_1: "as a v0.1 method (tasks/send, tasks/sendSubscribe, agent/getCard, ...) or "
+    "'A2A-Version: 0.1' does",
 }
 SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")
 
@@ -83,6 +94,38 @@ def version_check(sent: str | None, *, speaks: str, where: str) -> str:
             + WHERE_VERSIONS_LIVE[asked]
         )
     return speaks
+
+
+@lru_cache(maxsize=64)
+def _served(protocol_versions: str) -> frozenset[str]:
+    """The versions an agent's `protocol_versions` names. Parsed once per value, not per call:
+    every A2A call is checked, and agents share a handful of values. Keyed by the string, so
+    the cached agents (agents.cache, shared read-only) are never written to."""
+    return frozenset(versions_parse(protocol_versions))
+
+
+def version_served(call: Caller) -> Caller:
+    """The call, if its agent serves the version it speaks (`Agent.protocol_versions`); else
+    VersionNotSupportedError naming the agent, the version spoken and those it serves, and
+    where they are served."""
+    agent = call.agent
+    if call.dialect in _served(agent.protocol_versions):
+        return call
+    served = [v for v in SUPPORTED_VERSIONS if v in _served(agent.protocol_versions)]
+    raise VersionNotSupportedError(
+        f"Agent {agent.tenant.slug}/{agent.slug} serves A2A {' and '.join(served)}"
+        f"{' only' if len(served) == 1 else ''}; this request speaks {call.dialect} "
+        f"({HOW_VERSIONS_ARE_SPOKEN[call.dialect]}). "
+        + " ".join(WHERE_VERSIONS_LIVE[v] for v in served)
+    )
+
+
+def unversioned_dialect(agent: Agent) -> str:
+    """What a JSON-RPC request without A2A-Version speaks at `agent` when its method is a name
+    of both 0.3 and 0.1 (tasks/get, tasks/cancel): 0.3, as the spec says, unless the agent
+    serves 0.1 and not 0.3: v0.1 clients send no header, and it is their agent."""
+    served = _served(agent.protocol_versions)
+    return V0_1 if V0_1 in served and V0_3 not in served else V0_3
 
 
 def requested_extensions(values: Iterable[str | None]) -> frozenset[str]:
@@ -158,11 +201,14 @@ async def http_identify(
 
 
 async def admitted(call: Caller) -> Caller:
-    """The call, if its tenant's and its key's request rates have room for it (agents.rates),
-    counted; else LimitExceeded (HTTP 429, RESOURCE_EXHAUSTED). Once per A2A call: REST and
-    gRPC as the caller is built, JSON-RPC for each request object of a body (a batch's calls
-    count one by one). A tenant without rates costs nothing here: its limits were worked out
-    when the agent was read (agents.cache.call_limits)."""
+    """The call, if its agent serves the version it speaks (`version_served`, else
+    VersionNotSupportedError) and its tenant's and its key's request rates have room for it
+    (agents.rates), counted; else LimitExceeded (HTTP 429, RESOURCE_EXHAUSTED). Once per A2A
+    call: REST and gRPC as the caller is built, JSON-RPC for each request object of a body
+    once its version is known (a batch's calls count one by one). A tenant without rates
+    costs nothing here: its limits were worked out when the agent was read
+    (agents.cache.call_limits)."""
+    version_served(call)
     agent, principal = call.agent, call.principal
     await rates.admit(
         limits=call_limits(agent, principal.key_limits),

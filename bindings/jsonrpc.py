@@ -66,7 +66,7 @@ from tasks_app.operations import (
 )
 from tasks_app.selectors import task_artifact_ids
 
-from .callers import admitted, dialect_of, http_caller, http_identify
+from .callers import admitted, dialect_of, http_caller, http_identify, unversioned_dialect
 from .codecs import v01, v03, v10
 from .errors import (
     BodyTooLarge,
@@ -477,8 +477,15 @@ METHODS: dict[str, dict[str, Handler]] = {
 V01_ONLY_METHODS = frozenset(METHODS[V0_1]) - frozenset(METHODS[V0_3])
 
 
-def _effective_dialect(dialect: str, method: str) -> str:
-    return V0_1 if dialect == V0_3 and method in V01_ONLY_METHODS else dialect
+def _effective_dialect(dialect: str, method: str, *, versioned: bool, call: Caller) -> str:
+    """The version a request object speaks: the request's, except that a 0.3 one speaks 0.1
+    when its method is one only v0.1 has, and one without a header also when its method is
+    v0.1's too and the agent serves 0.1 but not 0.3 (`unversioned_dialect`)."""
+    if dialect != V0_3 or method not in METHODS[V0_1]:
+        return dialect
+    if method in V01_ONLY_METHODS:
+        return V0_1
+    return dialect if versioned else unversioned_dialect(call.agent)
 
 
 def _method_not_found(dialect: str, method: str) -> MethodNotFoundError:
@@ -528,12 +535,13 @@ async def _dispatch_one(
         )
     params = body.get("params", {})
     try:
-        # Each request object is one A2A call: counted against the request rates once its
-        # envelope can be answered (a malformed one is answered as such, uncounted).
-        call = await admitted(call)
-        dialect = _effective_dialect(dialect, method)
-        if call.dialect != dialect:  # a v0.1-only method sent without a version header
+        dialect = _effective_dialect(dialect, method, versioned=versioned, call=call)
+        if call.dialect != dialect:  # a v0.1 method sent without a version header
             call = dataclasses.replace(call, dialect=dialect)
+        # Each request object is one A2A call, admitted in the version it speaks: counted
+        # against the request rates once its envelope can be answered (a malformed one is
+        # answered as such, uncounted).
+        call = await admitted(call)
         handler = METHODS[dialect].get(method)
         if handler is None:
             raise _method_not_found(dialect, method)

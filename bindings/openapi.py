@@ -7,6 +7,11 @@ operation. Bodies are `$ref`s to components generated from the SDK's proto descr
 (`ProtoSchemas`): v1.0 components are named after the message (`Task`), v0.3 ones carry a `V03`
 prefix (`V03Task`). The table is keyed by view class, so a REST view added without an entry
 makes the generator warn, and `manage.py spectacular --validate --fail-on-warn` fail.
+
+The document is the platform's, not an agent's: its paths take the agent as parameters
+(`/a2a/{tenant_slug}/{agent_slug}/...`), so it lists both versions' paths; an agent that does
+not serve one (`Agent.protocol_versions`) answers its paths VersionNotSupportedError, and its
+card lists only the interfaces it serves.
 """
 
 from __future__ import annotations
@@ -534,7 +539,8 @@ ERRORS_BODY = (400, 401, 404, 413, 415, 500)
 ERROR_DESCRIPTIONS = {
     400: "Invalid request or parameters (INVALID_ARGUMENT), or the operation is not possible "
     "(FAILED_PRECONDITION: task not cancelable, push notifications not supported, "
-    "version not supported, ...).",
+    "version not supported: an A2A-Version that disagrees with the path, or a version the "
+    "agent does not serve, ...).",
     401: "An API key is required (private agent), or the key is not valid for this agent.",
     404: "No such agent, or no such task (for this caller).",
     413: "The body exceeds A2A_MAX_REQUEST_BYTES.",

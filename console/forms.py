@@ -1,5 +1,6 @@
 """Forms of the console: agent registration and editing (each executor kind's fields, checked by
-its config model; secrets write-only), API keys, and the people of a tenant."""
+its config model; secrets write-only; the A2A versions served, one checkbox each), API keys, and
+the people of a tenant."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from agents.executors import executor_kind_choices
-from agents.forms import AgentKindFormMixin, JSONInputField
+from agents.forms import AgentKindFormMixin, JSONInputField, ProtocolVersionsField
 from agents.models import DEFAULT_MODES, Agent, ApiKey, Membership
 
 _JSON_FIELDS = ("executor_config", "skills", "default_input_modes", "default_output_modes")
@@ -43,6 +44,8 @@ class AgentRegistrationForm(AgentKindFormMixin, forms.ModelForm):
             "visibility",
             "anonymous_scope",
             "push_notifications",
+            "protocol_versions",
+            "deduplicate_messages",
             "custom_domain",
             "worker_loss",
             "worker_loss_attempts",
@@ -55,7 +58,10 @@ class AgentRegistrationForm(AgentKindFormMixin, forms.ModelForm):
             "default_input_modes": 'JSON list of media types, e.g. ["text/plain"].',
             "default_output_modes": 'JSON list of media types, e.g. ["text/plain"].',
         }
-        field_classes = {name: JSONInputField for name in _JSON_FIELDS}
+        field_classes = {
+            **{name: JSONInputField for name in _JSON_FIELDS},
+            "protocol_versions": ProtocolVersionsField,
+        }
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
             "skills": forms.Textarea(attrs={"rows": 3, "class": "mono"}),

@@ -17,6 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
+from a2a_platform.versions import V0_1, V0_3, V1_0
 from agents.cards import agent_base_url, agent_card_json, grpc_tenant
 from agents.forms import (
     SECRET_POST_FIELDS,
@@ -148,11 +149,15 @@ def _new_secret(request: HttpRequest, agent: Agent) -> dict | None:
 def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpResponse:
     agent = agent_get_or_404(user=request.user, tenant_slug=tenant_slug, agent_slug=agent_slug)
     base = agent_base_url(agent)
+    versions = agent.versions  # only those the agent serves (Agent.protocol_versions)
     urls = [
         ("Agent card", base + ".well-known/agent-card.json"),
-        ("JSON-RPC 2.0 (v1.0, v0.3, v0.1)", base),
-        ("HTTP+JSON v1.0", base.rstrip("/")),
-        ("HTTP+JSON v0.3", base + "v1"),
+        (f"JSON-RPC 2.0 (v{', v'.join(versions)})", base),
+        *[
+            (f"HTTP+JSON v{v}", url)
+            for v, url in ((V1_0, base.rstrip("/")), (V0_3, base + "v1"))
+            if v in versions
+        ],
     ]
     role = membership_role(user=request.user, tenant=agent.tenant)
     return render(
@@ -163,6 +168,7 @@ def agent_detail(request: HttpRequest, tenant_slug: str, agent_slug: str) -> Htt
             "tenant": agent.tenant,
             "urls": urls,
             "grpc_address": settings.A2A_GRPC_PUBLIC_ADDRESS,
+            "grpc_versions": [v for v in versions if v != V0_1],
             "grpc_tenant": grpc_tenant(agent),
             "snippet": _snippet(agent),
             "card_json": pretty_json(agent_card_json(agent)),

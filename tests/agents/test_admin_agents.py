@@ -4,6 +4,7 @@ are write-only (set, kept, replaced, cleared; never in a page, not even one with
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -50,6 +51,8 @@ def agent_form(tenant, **changes):
         "worker_loss_attempts": "3",
         "is_active": "on",
         "push_notifications": "on",
+        "protocol_versions": ["1.0", "0.3", "0.1"],
+        "deduplicate_messages": "on",
     }
     form.update(changes)
     return {name: value for name, value in form.items() if value is not None}
@@ -79,6 +82,34 @@ def test_an_agent_that_exists_keeps_its_modes(admin_client, make_tenant, make_ag
     form = admin_client.get(f"/admin/agents/agent/{agent.pk}/change/").context["adminform"].form
     assert json.loads(form["default_input_modes"].value()) == ["application/json"]
     assert json.loads(form["default_output_modes"].value()) == []
+
+
+def test_the_versions_served_are_checkboxes_and_de_duplication_a_tick(
+    admin_client, make_tenant, allowlist
+):
+    tenant = make_tenant()
+    # a new agent starts serving every version, de-duplicating
+    page = admin_client.get(ADD).content.decode()
+    for version in ("1.0", "0.3", "0.1"):
+        assert re.search(
+            rf'type="checkbox" name="protocol_versions" value="{version}"[^>]*checked', page
+        )
+    assert re.search(r'name="deduplicate_messages"[^>]*checked', page)
+    # none ticked is refused, with what to do
+    response = admin_client.post(ADD, agent_form(tenant, protocol_versions=[]))
+    assert response.status_code == 200
+    assert "Choose at least one A2A version" in response.content.decode()
+    # saved as the model stores it, de-duplication off when unticked
+    response = admin_client.post(
+        ADD, agent_form(tenant, protocol_versions=["0.3", "1.0"], deduplicate_messages=None)
+    )
+    assert response.status_code == 302, response.content[:3000]
+    agent = Agent.objects.get(tenant=tenant, slug="shouter")
+    assert (agent.protocol_versions, agent.deduplicate_messages) == ("1.0,0.3", False)
+    # the change page shows them
+    change = admin_client.get(f"/admin/agents/agent/{agent.pk}/change/").content.decode()
+    assert re.search(r'name="protocol_versions" value="0.3"[^>]*checked', change)
+    assert not re.search(r'name="protocol_versions" value="0.1"[^>]*checked', change)
 
 
 def test_secrets_set_in_the_admin_are_stored_encrypted_and_shown_by_name_only(

@@ -77,6 +77,48 @@ def test_an_agent_without_skills_has_a_card_that_lists_one(make_tenant, make_age
     assert not [r for r in caplog.records if "spec-compliant" in r.getMessage()]
 
 
+@pytest.mark.parametrize(
+    ("versions", "listed", "strict"),
+    [
+        ("1.0", {"1.0"}, True),  # whatever the request asks: no v0.3 interface to merge in
+        ("1.0,0.1", {"1.0"}, True),
+        ("0.3", {"0.3"}, False),  # whatever the request asks: v0.3 clients' card
+        ("0.3,0.1", {"0.3"}, False),
+        ("0.1", {"0.1"}, True),  # its JSON-RPC URL, the one interface it has
+    ],
+)
+def test_the_card_lists_only_the_versions_served(
+    make_tenant, make_agent, settings, versions, listed, strict
+):
+    settings.A2A_GRPC_PUBLIC_ADDRESS = "grpc.example.com:443"
+    agent = make_agent(make_tenant(), "some", protocol_versions=versions)
+    for asked_v10 in (False, True):
+        card = agent_card_json(agent, strict=asked_v10)
+        assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == listed
+        assert ("url" not in card) is strict, card
+    bindings = sorted(i["protocolBinding"] for i in agent_card_json(agent)["supportedInterfaces"])
+    assert bindings == (["JSONRPC"] if versions == "0.1" else ["GRPC", "HTTP+JSON", "JSONRPC"])
+
+
+def test_create_agent_sets_the_versions_served_and_de_duplication(make_tenant, capsys):
+    tenant = make_tenant()
+    base = ["create_agent", tenant.slug]
+    call_command(*base, "modern", "--kind", "echo", "--versions", "0.3, 1.0", "--no-deduplicate")
+    agent = Agent.objects.get(tenant=tenant, slug="modern")
+    assert (agent.protocol_versions, agent.deduplicate_messages) == ("1.0,0.3", False)
+    assert "serves A2A 1.0, 0.3 only" in capsys.readouterr().out
+    call_command(*base, "every", "--kind", "echo")
+    agent = Agent.objects.get(tenant=tenant, slug="every")
+    assert (agent.protocol_versions, agent.deduplicate_messages) == ("1.0,0.3,0.1", True)
+    for versions, problem in (
+        ("1.0,2.0", "--versions: Not an A2A version the platform speaks: 2.0"),
+        (",", "--versions: An agent serves at least one A2A version."),
+    ):
+        with pytest.raises(CommandError, match=problem):
+            call_command(*base, "refused", "--kind", "echo", "--versions", versions)
+    assert not Agent.objects.filter(slug="refused").exists()
+
+
 def test_management_commands_register_everything(db, capsys):
     call_command("create_tenant", "acme", "--name", "Acme")
     call_command(
@@ -181,6 +223,7 @@ def test_admin_validates_executor_config_and_shows_a_new_key_once(client, make_t
         "worker_loss": "fail",
         "worker_loss_attempts": "3",
         "is_active": "on",
+        "protocol_versions": ["1.0", "0.3", "0.1"],
     }
     response = client.post("/admin/agents/agent/add/", form)
     assert response.status_code == 200 and b"delay_seconds" in response.content

@@ -75,6 +75,8 @@ def test_an_owner_edits_an_agent_but_not_its_slug(client, world):
         "worker_loss": "fail",
         "worker_loss_attempts": "3",
         "push_notifications": "on",
+        "protocol_versions": ["1.0", "0.3", "0.1"],
+        "deduplicate_messages": "on",
         "slug": "hijacked",  # ignored: not a field of the edit form
     }
     response = client.post(agent_url(agent, "console:agent-edit"), form, follow=True)
@@ -376,6 +378,7 @@ def test_an_owner_sets_a_python_agents_secrets_which_are_never_shown(client, wor
         "anonymous_scope": "isolated",
         "worker_loss": "fail",
         "worker_loss_attempts": "3",
+        "protocol_versions": ["1.0", "0.3", "0.1"],
     }
     response = client.post(agent_url(agent, "console:agent-edit"), form, follow=True)
     assert response.redirect_chain, response.content.decode()[:2000]

@@ -42,10 +42,10 @@ def connection_url(agent: Agent | None = None, tenant: Any = None) -> str:
     return reverse("console:agent-test-connection", kwargs={"tenant_slug": tenant.slug})
 
 
-def posted(form: forms.BaseForm, **changes: Any) -> dict[str, str]:
+def posted(form: forms.BaseForm, **changes: Any) -> dict[str, Any]:
     """What a browser sends for the form as the page shows it (every group, secrets empty),
     with `changes` (None drops a field)."""
-    data: dict[str, str] = {}
+    data: dict[str, Any] = {}
     for field in form:
         if field.field.disabled or field.name == "executor_config":
             continue  # disabled inputs are not sent; the console shows no JSON config
@@ -54,6 +54,8 @@ def posted(form: forms.BaseForm, **changes: Any) -> dict[str, str]:
         if isinstance(widget, forms.CheckboxInput):
             if value:
                 data[field.name] = "on"
+        elif isinstance(widget, forms.CheckboxSelectMultiple):
+            data[field.name] = list(value or [])  # one value per ticked box
         elif isinstance(widget, forms.PasswordInput) or value is None:
             data[field.name] = ""
         else:
@@ -73,7 +75,7 @@ def error(page: str, field: str) -> str:
     return html.unescape(found[1]) if found else ""
 
 
-def openai_form(client: Client, url: str, **changes: Any) -> dict[str, str]:
+def openai_form(client: Client, url: str, **changes: Any) -> dict[str, Any]:
     form = client.get(url).context["form"]
     values = {
         "executor_kind": "openai",

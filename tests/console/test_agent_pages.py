@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from agents.models import Agent, ApiKey, Membership
 from agents.services import api_key_create
+from console.forms import AgentRegistrationForm
 
 
 def agent_url(agent: Agent, name: str = "console:agent", **extra) -> str:
@@ -99,9 +100,14 @@ def test_register_an_agent_with_field_errors_then_valid(client, world):
         "worker_loss": "fail",
         "worker_loss_attempts": "3",
         "push_notifications": "on",
+        "protocol_versions": ["1.0"],  # deduplicate_messages unticked: not sent
     }
     page = client.get(url).content.decode()
     assert 'id="executor-kinds"' in page and "delay_seconds" in page and "class_path" in page
+    # every version ticked, and de-duplication, to start with
+    for version in ("1.0", "0.3", "0.1"):
+        assert re.search(rf'name="protocol_versions" value="{version}"[^>]*checked', page)
+    assert re.search(r'name="deduplicate_messages"[^>]*checked', page)
     assert "{&quot;class&quot;:" not in page  # the config help names the keys as they are
     page = client.post(url, form).content.decode()
     error = re.search(r'id="error-executor_config">(.*?)</p>', page, re.S)
@@ -110,11 +116,64 @@ def test_register_an_agent_with_field_errors_then_valid(client, world):
     assert b'id="error-skills"' in page
     page = client.post(url, {**form, "executor_config": "{}", "slug": "alpha"}).content.decode()
     assert 'id="error-slug"' in page and "has an agent" in page
+    page = client.post(url, {**form, "executor_config": "{}", "protocol_versions": []}).content
+    assert b'id="error-protocol_versions"' in page and b"at least one A2A version" in page
     assert not Agent.objects.filter(slug="gamma").exists()
     response = client.post(url, {**form, "executor_config": '{"delay_seconds": 0.5}'})
     agent = Agent.objects.get(tenant=world["a"], slug="gamma")
     assert response.status_code == 302 and response["Location"] == agent_url(agent)
     assert agent.executor_config["delay_seconds"] == 0.5 and agent.push_notifications
+    assert agent.protocol_versions == "1.0" and not agent.deduplicate_messages
+    # the edit page shows what it serves
+    edit = client.get(agent_url(agent, "console:agent-edit")).content.decode()
+    assert re.search(r'name="protocol_versions" value="1.0"[^>]*checked', edit)
+    assert not re.search(r'name="protocol_versions" value="0.3"[^>]*checked', edit)
+
+
+@pytest.mark.parametrize(
+    ("posted", "stored", "problem"),
+    [
+        (["0.1", "1.0"], "1.0,0.1", ""),  # stored newest first
+        ("0.3, 1.0", "1.0,0.3", ""),  # a script may post the stored form
+        ([], None, "Choose at least one A2A version for the agent to serve."),
+        (["1.0", "2.0"], None, "2.0 is not an A2A version the platform speaks (it speaks 1.0, "),
+        ("1.0,v1", None, "v1 is not an A2A version the platform speaks"),
+    ],
+)
+def test_the_versions_field_takes_one_or_more_versions_the_platform_speaks(
+    world, posted, stored, problem
+):
+    data = {
+        "slug": "versioned",
+        "name": "Versioned",
+        "description": "d",
+        "version": "1.0.0",
+        "executor_kind": "echo",
+        "visibility": "private",
+        "anonymous_scope": "isolated",
+        "worker_loss": "fail",
+        "worker_loss_attempts": "3",
+        "protocol_versions": posted,
+    }
+    form = AgentRegistrationForm(data, tenant=world["a"])
+    if stored is not None:
+        assert form.is_valid(), form.errors
+        assert form.agent_fields()["protocol_versions"] == stored
+    else:
+        assert not form.is_valid()
+        assert form.errors["protocol_versions"][0].startswith(problem), form.errors
+
+
+def test_the_agent_page_shows_the_versions_it_serves(client, world, make_agent):
+    agent = make_agent(world["a"], "modern", protocol_versions="1.0", deduplicate_messages=False)
+    client.force_login(world["owner_a"])
+    page = client.get(agent_url(agent)).content.decode()
+    assert "Serves A2A <strong>1.0</strong>:" in page and "not de-duplicated" in page
+    assert "JSON-RPC 2.0 (v1.0)" in page and "HTTP+JSON v1.0" in page and "gRPC (v1.0)" in page
+    assert "HTTP+JSON v0.3" not in page and "a2a-agent:" not in page
+    card = json.loads(html.unescape(re.search(r'id="card-json">(.*?)</pre>', page, re.S)[1]))
+    assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0"}
+    assert "url" not in card  # the strict v1.0 card
 
 
 def test_a_key_secret_is_shown_once_then_revoked(client, world):

@@ -150,7 +150,7 @@ def test_a_large_form_within_every_bound_is_saved(client, world, settings):
         description=wide * limits.AGENT_DESCRIPTION,
         cfg__openai__system_prompt=wide * 100_000,
     )
-    body = urlencode(data).encode()
+    body = urlencode(data, doseq=True).encode()  # a value per ticked box
     assert len(body) > 900_000  # form-encoded as a browser does it
     response = client.generic("POST", url, body, content_type="application/x-www-form-urlencoded")
     assert response.status_code == 302, error(response.content.decode(), "description")

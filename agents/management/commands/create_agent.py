@@ -1,5 +1,5 @@
 """manage.py create_agent <tenant> <slug> --kind echo [--config JSON] [--secret NAME=VALUE]...
-[--public] ..."""
+[--public] [--versions 1.0[,0.3][,0.1]] [--no-deduplicate] ..."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agents.cards import agent_base_url
 from agents.crypto import encryption_keys_check
 from agents.executors import REGISTRY
-from agents.models import Agent, Tenant
+from agents.models import ALL_VERSIONS, Agent, Tenant, versions_parse, versions_validator
 from agents.services import agent_create
 from agents.validation import validation_summary
 
@@ -40,6 +40,20 @@ class Command(BaseCommand):
         parser.add_argument("--skills", default="[]", help="A JSON list of AgentSkill objects.")
         parser.add_argument("--public", action="store_true", help="Allow anonymous calls.")
         parser.add_argument("--anonymous-scope", choices=["isolated", "shared"], default="isolated")
+        parser.add_argument(
+            "--versions",
+            default=ALL_VERSIONS,
+            help="The A2A versions the agent serves, comma-separated (default: "
+            f"{ALL_VERSIONS}). One that serves 1.0 alone has the strict v1.0 card and refuses "
+            "calls in older versions.",
+        )
+        parser.add_argument(
+            "--no-deduplicate",
+            dest="deduplicate",
+            action="store_false",
+            help="Every send makes a new task or turn, whatever its messageId (by default a "
+            "send that repeats one gets the first send's task).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         encryption_keys_check()
@@ -48,6 +62,7 @@ class Command(BaseCommand):
             raise CommandError(f"No tenant {options['tenant']!r}; create it with create_tenant.")
         config, skills = _json(options, "config"), _json(options, "skills")
         secrets = _secrets(options["secret"])
+        versions = _versions(options["versions"])
         try:
             agent = agent_create(
                 tenant=tenant,
@@ -62,10 +77,14 @@ class Command(BaseCommand):
                 if options["public"]
                 else Agent.Visibility.PRIVATE,
                 anonymous_scope=options["anonymous_scope"],
+                protocol_versions=versions,
+                deduplicate_messages=options["deduplicate"],
             )
         except ValidationError as exc:
             raise CommandError(validation_summary(exc)) from None
         self.stdout.write(f"card: {agent_base_url(agent)}.well-known/agent-card.json")
+        if agent.protocol_versions != ALL_VERSIONS:
+            self.stdout.write(f"serves A2A {', '.join(agent.versions)} only")
         if secrets:
             self.stdout.write(f"executor secrets stored encrypted: {', '.join(sorted(secrets))}")
 
@@ -77,6 +96,15 @@ def _json(options: dict[str, Any], name: str) -> Any:
         raise CommandError(f"--{name} must be JSON: {exc}") from None
     except RecursionError:
         raise CommandError(f"--{name} must be JSON: it is nested too deeply.") from None
+
+
+def _versions(value: str) -> str:
+    """`--versions` as the agent stores it ("1.0,0.3", newest first)."""
+    try:
+        versions_validator(value)
+    except ValidationError as exc:
+        raise CommandError(f"--versions: {' '.join(exc.messages)}") from None
+    return ",".join(versions_parse(value))
 
 
 def _secrets(pairs: list[str]) -> dict[str, str]:
