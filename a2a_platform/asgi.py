@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.exceptions import RequestAborted, SuspiciousOperation  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
@@ -32,6 +33,7 @@ from django.utils.module_loading import import_string  # noqa: E402
 
 from a2a_platform import heap  # noqa: E402
 from a2a_platform.db import db  # noqa: E402
+from a2a_platform.urls import ORIGIN_A2A_PATH  # noqa: E402
 from agents.hosts import LOOKUP, host_agent, host_agent_nowait  # noqa: E402
 from agents.views import AGENT_HOST_SCOPE_KEY  # noqa: E402
 
@@ -154,31 +156,45 @@ class A2APaths:
 class AgentHosts:
     """Requests to an agent's own host name (agents.hosts: the operator's pattern, or a custom
     domain) are that agent's: `/<path>` there is `/a2a/<tenant>/<agent>/<path>` (the tenant's
-    JWKS at `/.well-known/jwks.json`), and the host is kept in the scope for the card's URLs."""
+    JWKS at `/.well-known/jwks.json`), and the host is kept in the scope for the card's URLs.
+
+    The platform's own origin is the default agent's server (A2A_DEFAULT_AGENT) in the same
+    way for the A2A paths (a2a_platform.urls.ORIGIN_A2A_PATH, and JSON-RPC POSTed to `/`), as
+    its well-known card already is; its other paths (the console, admin, health, metrics, the
+    API schema, the JWKS, callbacks) stay the platform's. Without a default agent those A2A
+    paths are answered by a2a_platform.urls in their binding's format."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and (host := _host_header(scope)):
-            found = host_agent_nowait(host)
+        if scope["type"] == "http":
+            host = _host_header(scope)
+            found = host_agent_nowait(host) if host else None
             if found == LOOKUP:
                 found = await db(host_agent)(host)
             if found:
                 tenant, agent = found
-                path = scope["path"]
-                prefix = (
-                    f"/a2a/{tenant}"
-                    if path == "/.well-known/jwks.json"
-                    else f"/a2a/{tenant}/{agent}"
-                )
-                scope = {
-                    **scope,
-                    "path": prefix + path,
-                    "raw_path": prefix.encode() + (scope.get("raw_path") or path.encode()),
-                    AGENT_HOST_SCOPE_KEY: host,
-                }
+                jwks = scope["path"] == "/.well-known/jwks.json"
+                scope = _under(scope, f"/a2a/{tenant}" if jwks else f"/a2a/{tenant}/{agent}")
+                scope[AGENT_HOST_SCOPE_KEY] = host
+            elif settings.A2A_DEFAULT_AGENT and _origin_a2a_call(scope):
+                scope = _under(scope, f"/a2a/{settings.A2A_DEFAULT_AGENT}")
         await self.app(scope, receive, send)
+
+
+def _origin_a2a_call(scope: dict[str, Any]) -> bool:
+    path = scope["path"]
+    if path == "/":
+        return scope["method"] == "POST"  # JSON-RPC; a GET of `/` is the console's
+    return ORIGIN_A2A_PATH.fullmatch(path) is not None
+
+
+def _under(scope: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The scope with its path under `prefix`."""
+    path = scope["path"]
+    raw_path = prefix.encode() + (scope.get("raw_path") or path.encode())
+    return {**scope, "path": prefix + path, "raw_path": raw_path}
 
 
 def _host_header(scope: dict[str, Any]) -> str:

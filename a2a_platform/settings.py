@@ -504,6 +504,37 @@ A2A_GRPC_PUBLIC_ADDRESS = (
 # (/.well-known/agent-card.json) and gRPC calls that name no agent go to it. Unset: the origin's
 # card is 404 and such calls are refused. A2A_GRPC_DEFAULT_AGENT is its earlier name.
 A2A_DEFAULT_AGENT = _agent_path("A2A_DEFAULT_AGENT") or _agent_path("A2A_GRPC_DEFAULT_AGENT")
+
+
+def _port_range(name: str) -> tuple[int, int] | None:
+    """`<first>-<last>`: ports, first <= last; unset or empty: None."""
+    raw = env.str(name, default="").strip()
+    if not raw:
+        return None
+    found = re.fullmatch(r"([0-9]{1,5})-([0-9]{1,5})", raw)
+    if not (found and 0 < int(found[1]) <= int(found[2]) < 65536):
+        raise ImproperlyConfigured(
+            f"{name} must be <first>-<last>, two port numbers (1-65535) with the first not "
+            f"above the last, got {raw!r}."
+        )
+    return int(found[1]), int(found[2])
+
+
+# A port of the sidecar's own for each agent, from a range: agent N (its id) at the range's
+# first port + N - 1, served on A2A_GRPC_LISTEN's host with that agent bound, and advertised
+# in its card's v0.3 GRPC interfaces at A2A_GRPC_PUBLIC_ADDRESS's host. v0.3 gRPC requests
+# carry no `tenant`, and grpcio shows Python servers no `:authority`: the port is what names
+# the agent when no front copies the authority (docs/decisions.md). Off unless set: `make run`
+# sets the ports just above GRPC_PORT; production names agents by host behind its front.
+A2A_GRPC_AGENT_PORTS = _port_range("A2A_GRPC_AGENT_PORTS")
+if A2A_GRPC_AGENT_PORTS and (
+    A2A_GRPC_AGENT_PORTS[0] <= int(A2A_GRPC_LISTEN.rpartition(":")[2]) <= A2A_GRPC_AGENT_PORTS[1]
+):
+    raise ImproperlyConfigured(
+        f"A2A_GRPC_AGENT_PORTS ({A2A_GRPC_AGENT_PORTS[0]}-{A2A_GRPC_AGENT_PORTS[1]}) holds "
+        f"the port of A2A_GRPC_LISTEN ({A2A_GRPC_LISTEN}), which serves every agent: choose "
+        "a range beside it."
+    )
 A2A_GRPC_TLS_CERT_FILE = env.str("A2A_GRPC_TLS_CERT_FILE", default="")
 A2A_GRPC_TLS_KEY_FILE = env.str("A2A_GRPC_TLS_KEY_FILE", default="")
 if bool(A2A_GRPC_TLS_CERT_FILE) != bool(A2A_GRPC_TLS_KEY_FILE):

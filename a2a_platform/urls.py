@@ -2,23 +2,31 @@
 
 Under an agent's root: its card, JSON-RPC (POST to the root, with or without its slash), the
 REST v1.0 paths directly under it and the REST v0.3 paths under `v1/`. At an agent's own host
-name the same paths sit at the host's root (a2a_platform.asgi maps them here). The origin's
-well-known card is the default agent's.
+name the same paths sit at the host's root (a2a_platform.asgi maps them here). The platform's
+own origin is the default agent's server: its well-known card, and the A2A paths of
+ORIGIN_A2A_PATHS, which a2a_platform.asgi maps under the default agent's root as it maps an
+agent host's; without a default agent they answer NoDefaultAgent here, in their binding's
+format.
 """
 
+import re
+
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
-from django.urls import include, path, register_converter
-from django.views.generic import RedirectView
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.urls import include, path, re_path, register_converter
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from a2a_platform.health import healthz, readyz
 from a2a_platform.metrics import metrics
 from a2a_platform.versions import V0_3, V1_0
+from agents.errors import NoDefaultAgent
 from agents.views import agent_card, jwks, origin_agent_card, tenant_jwks
 from bindings import rest
 from bindings.callbacks import webhook_callback
-from bindings.jsonrpc import agent_jsonrpc
+from bindings.errors import problem_of, rest_body
+from bindings.jsonrpc import agent_jsonrpc, error_response
 from console.refusals import request_refused
 
 
@@ -77,9 +85,32 @@ def rest_paths(dialect: str, name: str) -> list:
 
 agent = "a2a/<slug:tenant_slug>/<slug:agent_slug>/"
 
+# The A2A paths of the platform's own origin (after its `/`): REST v0.3 under v1/, and the REST
+# v1.0 paths, none of which is the platform's own. JSON-RPC is POSTed to `/` itself.
+# (`[\s\S]`, not `.`: a path may hold a newline, and Django's patterns take no flags.)
+ORIGIN_A2A_PATHS = r"v1/[\s\S]*|message:(?:send|stream)|tasks(?:/[\s\S]*)?|extendedAgentCard"
+ORIGIN_A2A_PATH = re.compile(f"/(?:{ORIGIN_A2A_PATHS})")
+
+
+@csrf_exempt
+def origin_root(request: HttpRequest) -> HttpResponse:
+    """The origin's `/`: the console for a person (a GET), JSON-RPC for an A2A client (a
+    POST, which a2a_platform.asgi gives the default agent when there is one)."""
+    if request.method == "POST":
+        return error_response(NoDefaultAgent())
+    return redirect("/console/")
+
+
+@csrf_exempt
+def origin_rest(request: HttpRequest, dialect: str) -> HttpResponse:
+    """The origin's REST paths when there is no default agent to serve them."""
+    problem = problem_of(NoDefaultAgent())
+    return JsonResponse(rest_body(problem, dialect), status=problem.http_status)
+
+
 urlpatterns = [
     # The platform's own front page is the console (it asks for a login first).
-    path("", RedirectView.as_view(url="/console/", permanent=False)),
+    path("", origin_root),
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
     path("healthz", healthz),
@@ -103,6 +134,8 @@ urlpatterns = [
     path(agent, include(rest_paths(V1_0, "rest10"))),
     path(agent + "v1/<path:rest>", rest.UnknownPathView.as_view(dialect=V0_3)),
     path(agent + "<path:rest>", rest.UnknownPathView.as_view(dialect=V1_0)),
+    re_path(r"^v1/", origin_rest, {"dialect": V0_3}),
+    re_path(f"^(?:{ORIGIN_A2A_PATHS})$", origin_rest, {"dialect": V1_0}),
 ]
 
 # A path no pattern matches under /a2a/ is answered in the REST bindings' format, not as HTML.

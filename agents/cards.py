@@ -44,13 +44,37 @@ def host_base_url(host: str) -> str:
     return f"{urlsplit(settings.A2A_PUBLIC_BASE_URL).scheme}://{host}/"
 
 
+def grpc_agent_port(agent_id: int) -> int | None:
+    """The sidecar's port for agent `agent_id` alone (A2A_GRPC_AGENT_PORTS: agent 1 at the
+    range's first port), or None: no range, or the range ends before it. The web (for cards)
+    and the sidecar (for its ports) work it out alike, with nothing to agree on; an id is never
+    reused, so a port never names another agent than its card said."""
+    ports = settings.A2A_GRPC_AGENT_PORTS
+    if not ports or agent_id < 1:
+        return None
+    port = ports[0] + agent_id - 1
+    return port if port <= ports[1] else None
+
+
 def grpc_v03_address(agent: Agent) -> str:
-    """The address a v0.3 GRPC interface advertises: the sidecar's port at the agent's own host
-    name when it has one, so the call's authority names the agent (v0.3 requests have no
-    `tenant`); the sidecar's public address otherwise."""
+    """The `host:port` a v0.3 GRPC interface advertises, one that names the agent (v0.3
+    requests have no `tenant`): the agent's own sidecar port (A2A_GRPC_AGENT_PORTS) at the
+    sidecar's public host; else the sidecar's port at the agent's own host name, for a front
+    that passes the authority on (deploy/haproxy-grpc.cfg); else the sidecar's public address."""
     address = settings.A2A_GRPC_PUBLIC_ADDRESS
+    public_host, _, public_port = address.rpartition(":")
+    if (port := grpc_agent_port(agent.pk)) is not None:
+        return f"{public_host}:{port}"
     host = agent_host(agent)
-    return f"{host}:{address.rpartition(':')[2]}" if host else address
+    return f"{host}:{public_port}" if host else address
+
+
+def grpc_v03_url(address: str) -> str:
+    """`address` as a URL, for v0.3 clients that read the interface as one (the 0.3 TCK: the
+    scheme says TLS or not): TLS when the sidecar ends it itself or the platform is public over
+    https (its front then ends TLS for gRPC too, as docs/production.md sets it up)."""
+    tls = settings.A2A_GRPC_TLS_CERT_FILE or settings.A2A_PUBLIC_BASE_URL.startswith("https:")
+    return f"{'grpcs' if tls else 'grpc'}://{address}"
 
 
 def grpc_tenant(agent: Agent) -> str:
@@ -110,8 +134,16 @@ def agent_card_build(
                     protocol_version=PROTOCOL_VERSION_1_0,
                     tenant=grpc_tenant(agent),
                 ),
+                # The same v0.3 address twice: the a2a-sdk's clients take the first v0.3
+                # GRPC interface and give its url to their channel factory (a `host:port`
+                # target); the 0.3 TCK takes the last and reads it as a URL.
                 AgentInterface(
                     url=grpc_v03_address(agent),
+                    protocol_binding=TransportProtocol.GRPC.value,
+                    protocol_version=PROTOCOL_VERSION_0_3,
+                ),
+                AgentInterface(
+                    url=grpc_v03_url(grpc_v03_address(agent)),
                     protocol_binding=TransportProtocol.GRPC.value,
                     protocol_version=PROTOCOL_VERSION_0_3,
                 ),

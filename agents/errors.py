@@ -54,6 +54,18 @@ class AgentNotFound(RequestError):
         )
 
 
+class NoDefaultAgent(AgentNotFound):
+    """A call to the platform's own origin, which serves the default agent, when none is set."""
+
+    def __init__(self) -> None:
+        RequestError.__init__(
+            self,
+            "This platform has no default agent (A2A_DEFAULT_AGENT), so its origin serves no "
+            "agent; each agent is served at /a2a/<tenant>/<agent>/, its card at "
+            ".well-known/agent-card.json there.",
+        )
+
+
 class LimitExceeded(RequestError):
     """A call over one of its tenant's limits (agents.plans), refused before anything was
     written: HTTP 429 with Retry-After and the RateLimit headers, gRPC RESOURCE_EXHAUSTED,

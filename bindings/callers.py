@@ -4,9 +4,9 @@ builder the JSON-RPC, REST and gRPC adapters call.
 HTTP names the agent in the URL (`/a2a/<tenant>/<agent>/`, or the agent's own host name);
 gRPC serves every agent on one port, so a call names it in the v1.0 request's `tenant`
 (`<tenant>/<agent>`, the value the card's GRPC interface carries) or in `a2a-agent` metadata,
-or was made to the agent's own host name (v0.3 cards carry it; the front proxy passes the
-authority on as `x-forwarded-host`), or acts on a task whose agent decides, or reaches the
-default agent. Credentials, `A2A-Version` and
+or was made to the agent's own port of the sidecar (A2A_GRPC_AGENT_PORTS; v0.3 cards carry
+it) or host name (the front proxy passes the authority on as `x-forwarded-host`), or acts on a
+task whose agent decides, or reaches the default agent. Credentials, `A2A-Version` and
 `A2A-Extensions` are read from headers and metadata alike. The agent and key come from the
 process's cache when fresh (agents.auth.caller_resolve), so a call needs no database hop.
 
@@ -254,6 +254,16 @@ def _agent_path(path: str, source: str) -> tuple[str, str]:
     return tenant_slug, agent_slug
 
 
+def _reached(agent: tuple[str, str], where: str, names: str) -> None:
+    """A call made to an agent's own port or host is that agent's: one naming another agent
+    (in `tenant`, `a2a-agent` or the authority) is refused rather than routed elsewhere."""
+    if names and "/".join(agent) != names:
+        raise InvalidParamsError(
+            f"The call came to the {where} of agent {'/'.join(agent)!r} but names "
+            f"{names[:100]!r}; call that agent's own {where}, or name none."
+        )
+
+
 async def grpc_caller(
     *,
     metadata: list[tuple[str, str]],
@@ -261,9 +271,11 @@ async def grpc_caller(
     service: str,
     tenant: str = "",
     task_id: str = "",
+    bound: tuple[str, str] | None = None,
 ) -> Caller:
     """The caller of a gRPC call, from its metadata (lower-case keys, in order), the request's
-    `tenant` (v1.0) and the task it acts on, if any."""
+    `tenant` (v1.0) and the task it acts on, if any; `bound`: the agent whose own port the call
+    came to (A2A_GRPC_AGENT_PORTS), which it may not name another agent on."""
     for key in ("a2a-version", AGENT_METADATA, "authorization", "x-api-key"):
         if len({v for k, v in metadata if k == key}) > 1:
             raise InvalidParamsError(
@@ -280,18 +292,18 @@ async def grpc_caller(
             "different agents; send one, or the same value in both."
         )
     at_host = await _host_agent(values.get(FORWARDED_HOST, ""))
-    if at_host and (tenant or named) and "/".join(at_host) != (tenant or named):
-        raise InvalidParamsError(
-            f"The call came to the host of agent {'/'.join(at_host)!r} but names "
-            f"{(tenant or named)[:100]!r}; call that agent's own host, or name none."
-        )
+    if bound:
+        _reached(bound, "port", tenant or named or "/".join(at_host or ()))
+    elif at_host:
+        _reached(at_host, "host", tenant or named)
+    reached = bound or at_host
     by_task = False
     if tenant:
         path = _agent_path(tenant, "'tenant'")
     elif named:
         path = _agent_path(named, f"{AGENT_METADATA} metadata")
-    elif at_host:
-        path = at_host
+    elif reached:
+        path = reached
     elif task_id:
         # On a task, the task decides; an unknown one is not found whatever the default agent
         # would say about the caller, so the answer does not tell which tasks exist.

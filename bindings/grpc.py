@@ -68,10 +68,13 @@ COMPAT_SERVICE = COMPAT_SERVICE_DESCRIPTOR.full_name  # a2a.A2AService
 
 
 class _Service:
-    """What both services share: the caller, and errors answered as a status."""
+    """What both services share: the caller, and errors answered as a status. `bound`: the
+    agent (`(tenant, agent)` slugs) whose own port of the sidecar serves this instance, if any
+    (A2A_GRPC_AGENT_PORTS); every call to it is that agent's."""
 
     dialect: str
     service: str
+    bound: tuple[str, str] | None = None
 
     async def caller(
         self, context: Context, request: Message, *, tenant: str = "", task_id: str = ""
@@ -93,6 +96,7 @@ class _Service:
             service=self.service,
             tenant=tenant,
             task_id=task_id,
+            bound=self.bound,
         )
 
     async def unary(self, context: Context, call: Callable[[], Awaitable[R]]) -> R:
@@ -122,6 +126,9 @@ class _Service:
 class A2AServiceV10(_Service, pb10_grpc.A2AServiceServicer):
     dialect = V1_0
     service = V10_SERVICE
+
+    def __init__(self, *, bound: tuple[str, str] | None = None) -> None:
+        self.bound = bound
 
     async def SendMessage(self, request: pb10.SendMessageRequest, context: Context) -> Any:
         async def call() -> pb10.SendMessageResponse:
@@ -267,8 +274,9 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
 
     dialect = V0_3
 
-    def __init__(self, service: str = V03_SERVICE) -> None:
+    def __init__(self, service: str = V03_SERVICE, *, bound: tuple[str, str] | None = None) -> None:
         self.service = service  # the name the call came in under, for errors that name it
+        self.bound = bound
 
     @staticmethod
     def _task_id(name: str) -> str:
@@ -608,12 +616,14 @@ def service_handlers(
 def compat_handlers(servicer: A2AServiceV03) -> dict[str, dict[str, grpc.RpcMethodHandler]]:
     """By service name, the method handlers to add beside the v0.3 proto's methods of
     `a2a.v1.A2AService` (served on `servicer`): the other documents' methods on
-    `a2a.v1.A2AService`, and every method on `a2a.A2AService`."""
+    `a2a.v1.A2AService`, and every method on `a2a.A2AService` (bound to the same agent)."""
     v03_proto = {m.name for m in pb03.DESCRIPTOR.services_by_name["A2AService"].methods}
     every = [m.name for m in COMPAT_SERVICE_DESCRIPTOR.methods]
     return {
         V03_SERVICE: service_handlers(
             COMPAT_SERVICE_DESCRIPTOR, servicer, [n for n in every if n not in v03_proto]
         ),
-        COMPAT_SERVICE: service_handlers(COMPAT_SERVICE_DESCRIPTOR, A2AServiceV03(COMPAT_SERVICE)),
+        COMPAT_SERVICE: service_handlers(
+            COMPAT_SERVICE_DESCRIPTOR, A2AServiceV03(COMPAT_SERVICE, bound=servicer.bound)
+        ),
     }

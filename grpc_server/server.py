@@ -1,6 +1,8 @@
-"""The gRPC sidecar's server: the A2A services, health and reflection, TLS, graceful stop.
+"""The gRPC sidecar's server: the A2A services, health and reflection, TLS, graceful stop; on
+A2A_GRPC_LISTEN for every agent, and with A2A_GRPC_AGENT_PORTS on a port of each agent's own
+(grpc_server.agent_ports), the same services bound to that agent.
 
-On SIGTERM the sidecar drains (a2a_platform.drain): health turns NOT_SERVING, the port closes
+On SIGTERM the sidecar drains (a2a_platform.drain): health turns NOT_SERVING, the ports close
 and new calls are refused (grpcio's `stop(grace)`), and the calls in flight go on for
 A2A_DRAIN_SECONDS; then a blocking SendMessage answers with its task as it is, and a server
 stream ends with UNAVAILABLE saying to subscribe again (the status gRPC clients retry on), so
@@ -14,6 +16,7 @@ a free pool worker. Their database work runs on the process's bounded pool of da
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 from pathlib import Path
 
@@ -40,6 +43,7 @@ from bindings.grpc import (
     compat_handlers,
     service_handlers,
 )
+from grpc_server.agent_ports import AgentPorts
 
 SERVICES = (V10_SERVICE, V03_SERVICE, COMPAT_SERVICE)
 # The drain's waits end this long before grpcio's grace, which cancels what still runs: time
@@ -102,25 +106,37 @@ def reflection_pool() -> DescriptorPool:
     return pool
 
 
-def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+@functools.cache
+def _reflection() -> DescriptorPool:
+    return reflection_pool()  # one pool, shared by the main server and the agents' ports
+
+
+def a2a_server(
+    health_servicer: health.aio.HealthServicer, *, bound: tuple[str, str] | None = None
+) -> grpc.aio.Server:
+    """A server of the A2A services, health and reflection, with no port yet; `bound`: the
+    agent whose own port it serves (grpc_server.agent_ports), every call to it that agent's."""
     limit = settings.A2A_GRPC_MAX_MESSAGE_BYTES
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", limit),
-            # Answers are not capped: a task with large artifacts must still be readable.
-            ("grpc.max_send_message_length", -1),
-            ("grpc.max_concurrent_streams", settings.A2A_GRPC_MAX_CONCURRENT_STREAMS),
-            # Idle streams (a subscription to a quiet task) stay open: keep the connection
-            # alive through proxies, and let clients ping.
-            ("grpc.keepalive_time_ms", 30_000),
-            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-            ("grpc.keepalive_permit_without_calls", 1),
-        ]
-    )
-    v03 = A2AServiceV03()
+    options = [
+        ("grpc.max_receive_message_length", limit),
+        # Answers are not capped: a task with large artifacts must still be readable.
+        ("grpc.max_send_message_length", -1),
+        ("grpc.max_concurrent_streams", settings.A2A_GRPC_MAX_CONCURRENT_STREAMS),
+        # Idle streams (a subscription to a quiet task) stay open: keep the connection
+        # alive through proxies, and let clients ping.
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+    if bound:
+        # An agent's port is its own: never shared without a word with another process that
+        # binds it (grpcio's SO_REUSEPORT), whose agent there may be another.
+        options.append(("grpc.so_reuseport", 0))
+    server = grpc.aio.server(options=options)
+    v03 = A2AServiceV03(bound=bound)
     services = {
         V10_SERVICE: service_handlers(
-            pb10.DESCRIPTOR.services_by_name["A2AService"], A2AServiceV10()
+            pb10.DESCRIPTOR.services_by_name["A2AService"], A2AServiceV10(bound=bound)
         ),
         V03_SERVICE: service_handlers(pb03.DESCRIPTOR.services_by_name["A2AService"], v03),
     }
@@ -132,12 +148,16 @@ def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
             (grpc.method_handlers_generic_handler(service_name, handlers),)
         )
         server.add_registered_method_handlers(service_name, handlers)
-    health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server, pool=reflection_pool()
+        (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), server, pool=_reflection()
     )
-    address = settings.A2A_GRPC_LISTEN
+    return server
+
+
+def add_port(server: grpc.aio.Server, address: str) -> None:
+    """Listen on `address`, with TLS when the sidecar has a certificate (every port alike);
+    RuntimeError if the port cannot be bound."""
     if settings.A2A_GRPC_TLS_CERT_FILE:
         credentials = grpc.ssl_server_credentials(
             [
@@ -150,6 +170,22 @@ def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
         server.add_secure_port(address, credentials)
     else:
         server.add_insecure_port(address)
+
+
+def agent_server(
+    health_servicer: health.aio.HealthServicer, agent: tuple[str, str], address: str
+) -> grpc.aio.Server:
+    """An agent's own port (grpc_server.agent_ports): the same services, bound to `agent`."""
+    server = a2a_server(health_servicer, bound=agent)
+    add_port(server, address)
+    return server
+
+
+def build_server() -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+    """The main server, every agent's, on A2A_GRPC_LISTEN."""
+    health_servicer = health.aio.HealthServicer()
+    server = a2a_server(health_servicer)
+    add_port(server, settings.A2A_GRPC_LISTEN)
     return server, health_servicer
 
 
@@ -161,6 +197,15 @@ async def serve() -> None:
         start_sidecar_metrics_server(settings.A2A_GRPC_METRICS_LISTEN)
         print(f"gRPC sidecar metrics on http://{settings.A2A_GRPC_METRICS_LISTEN}/", flush=True)
     await server.start()
+    agent_ports = (
+        AgentPorts(functools.partial(agent_server, health_servicer))
+        if settings.A2A_GRPC_AGENT_PORTS
+        else None
+    )
+    if agent_ports is not None:
+        # The agents' ports open before the sidecar says it serves: `make run`'s summary (and
+        # a readiness probe) then means every card's v0.3 address answers.
+        await agent_ports.start()
     heap.freeze("gRPC sidecar")
     for name in ("", *SERVICES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -181,7 +226,9 @@ async def serve() -> None:
     )
     await health_servicer.enter_graceful_shutdown()
     drain.begin(waits)
-    await server.stop(grace)
+    await asyncio.gather(
+        server.stop(grace), *([agent_ports.stop(grace)] if agent_ports is not None else [])
+    )
 
 
 def drain_seconds(grace: float) -> float:

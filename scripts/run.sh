@@ -25,9 +25,24 @@ export A2A_GRPC_PUBLIC_ADDRESS="${A2A_GRPC_PUBLIC_ADDRESS:-127.0.0.1:$GRPC_PORT}
 export A2A_DEFAULT_AGENT="${A2A_DEFAULT_AGENT-${A2A_GRPC_DEFAULT_AGENT-demo/conformance}}"
 host_pattern='{agent}--{tenant}.localhost'
 export A2A_AGENT_HOST_PATTERN="${A2A_AGENT_HOST_PATTERN-$host_pattern}"
+# v0.3 gRPC requests name no agent: the sidecar also serves each agent on a port of its own,
+# agent N at the range's first port + N - 1, the address its card's v0.3 GRPC interfaces give
+# (at 127.0.0.1, a name every machine resolves; no proxy needed). Empty: no such ports.
+grpc_next=$((10#$GRPC_PORT + 1))
+agent_ports=""
+if [ "$grpc_next" -le 65535 ]; then
+  agent_ports="$grpc_next-$((grpc_next + 99 > 65535 ? 65535 : grpc_next + 99))"
+fi
+export A2A_GRPC_AGENT_PORTS="${A2A_GRPC_AGENT_PORTS-$agent_ports}"
 # A port another program holds is said before anything starts or any secret is printed.
-$PY -m a2a_platform.startup free "127.0.0.1:$PORT" "PORT=$((10#$PORT + 1)) make run" \
-  "$A2A_GRPC_LISTEN" "GRPC_PORT=$((10#$GRPC_PORT + 1)) make run"
+taken=("127.0.0.1:$PORT" "PORT=$((10#$PORT + 1)) make run"
+  "$A2A_GRPC_LISTEN" "GRPC_PORT=$((10#$GRPC_PORT + 1)) make run")
+if [[ "$A2A_GRPC_AGENT_PORTS" =~ ^[0-9]+-[0-9]+$ ]]; then  # (malformed: the settings say so)
+  # The range's first port; one of the others held is said by the sidecar, and skipped.
+  taken+=("${A2A_GRPC_LISTEN%:*}:${A2A_GRPC_AGENT_PORTS%-*}"
+    "GRPC_PORT=$((10#$GRPC_PORT + 200)) make run, or A2A_GRPC_AGENT_PORTS=<first>-<last>")
+fi
+$PY -m a2a_platform.startup free "${taken[@]}"
 # Without DJANGO_SECRET_KEY, the var dir's key (made once; recorded in run.env below).
 if [ -z "${DJANGO_SECRET_KEY:-}" ] && [ -z "${DJANGO_SECRET_KEY_FILE:-}" ]; then
   key_file="$($PY -m a2a_platform.secret_key "$A2A_VAR_DIR")"  # its own line: set -e sees a failure
@@ -52,9 +67,9 @@ export CELERY_BEAT_REMOTE_CONTROL=true
 # Every setting this start derived, for the manage.py commands run by hand with the same var
 # dir (the settings read it; a variable set in their environment wins), so that they say and
 # allow what the running platform does: its URLs, the agents' allowlist, the default agent ...
-settings=(A2A_PUBLIC_BASE_URL A2A_GRPC_LISTEN A2A_GRPC_PUBLIC_ADDRESS A2A_DEFAULT_AGENT
-  A2A_AGENT_HOST_PATTERN A2A_PUSH_ALLOWED_NETWORKS A2A_AGENT_ALLOWED_NETWORKS A2A_METRICS_OPEN
-  A2A_WORKER_GRACE_SECONDS A2A_ACCESS_LOG DJANGO_SECRET_KEY_FILE)
+settings=(A2A_PUBLIC_BASE_URL A2A_GRPC_LISTEN A2A_GRPC_PUBLIC_ADDRESS A2A_GRPC_AGENT_PORTS
+  A2A_DEFAULT_AGENT A2A_AGENT_HOST_PATTERN A2A_PUSH_ALLOWED_NETWORKS A2A_AGENT_ALLOWED_NETWORKS
+  A2A_METRICS_OPEN A2A_WORKER_GRACE_SECONDS A2A_ACCESS_LOG DJANGO_SECRET_KEY_FILE)
 for name in "${settings[@]}"; do
   [ -z "${!name+set}" ] || printf '%s=%s\n' "$name" "${!name}"
 done > "$A2A_VAR_DIR/.run.env.$$"
@@ -138,7 +153,9 @@ fi
 line="================================================================================"
 printf '\n== The A2A platform is up (Ctrl-C stops it) %s\n' "${line:44}"
 printf '%s\n' "$demo"
-echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_DEFAULT_AGENT:-none}): $A2A_GRPC_PUBLIC_ADDRESS"
+own="${A2A_GRPC_AGENT_PORTS:+; v0.3 also on a port per agent, $A2A_GRPC_AGENT_PORTS}"
+echo "gRPC (A2A v1.0 and v0.3, every agent; default ${A2A_DEFAULT_AGENT:-none}$own):" \
+  "$A2A_GRPC_PUBLIC_ADDRESS"
 echo "console: $A2A_PUBLIC_BASE_URL/console/  admin: $A2A_PUBLIC_BASE_URL/admin/ (logins above)"
 printf '%s\n\n' "$line"
 # Stop everything as soon as any one process exits.

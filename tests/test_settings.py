@@ -77,6 +77,8 @@ BAD_VALUES = [
     ("A2A_AGENT_HOST_PATTERN", "{agent}--{tenant}"),
     ("A2A_AGENT_HOST_PATTERN", "https://{agent}.{tenant}.example.com/"),
     ("A2A_DEFAULT_AGENT", "conformance"),
+    ("A2A_GRPC_AGENT_PORTS", "50152-50052"),
+    ("A2A_GRPC_AGENT_PORTS", "50000-50100"),  # holds A2A_GRPC_LISTEN's port, 50051
 ]
 
 

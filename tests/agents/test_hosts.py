@@ -53,8 +53,13 @@ def test_an_agent_host_is_its_custom_domain_else_the_patterns(pattern, make_tena
         (i["protocolBinding"], i["protocolVersion"]): i["url"] for i in card["supportedInterfaces"]
     }
     assert addresses[("JSONRPC", "1.0")] == "https://echo.acme.com/"
-    assert addresses[("GRPC", "0.3")] == "echo.acme.com:443"
     assert addresses[("GRPC", "1.0")] == "grpc.example.com:443"
+    v03 = [
+        i["url"]
+        for i in card["supportedInterfaces"]
+        if (i["protocolBinding"], i["protocolVersion"]) == ("GRPC", "0.3")
+    ]
+    assert v03 == ["echo.acme.com:443", "grpcs://echo.acme.com:443"]
 
 
 @pytest.mark.parametrize(

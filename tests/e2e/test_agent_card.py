@@ -42,17 +42,21 @@ def test_card_advertises_both_versions_with_absolute_urls(http, live_platform, a
             ("HTTP+JSON", "0.3"),
             ("GRPC", "1.0"),
             ("GRPC", "0.3"),
+            ("GRPC", "0.3"),
         ]
-        # v0.3 gRPC requests name no agent: that interface gives the agent's own host name
-        # (A2A_AGENT_HOST_PATTERN is set on the live platform) at the sidecar's port.
+        # v0.3 gRPC requests name no agent: those interfaces give the agent's own host name
+        # (A2A_AGENT_HOST_PATTERN is set on the live platform) at the sidecar's port, as a
+        # target and as a URL.
         grpc_port = live_platform.grpc_address.rpartition(":")[2]
+        v03 = f"{agent.slug}--{agent.tenant.slug}.localhost:{grpc_port}"
         assert [i["url"] for i in interfaces] == [url, url.rstrip("/")] * 2 + [
             live_platform.grpc_address,
-            f"{agent.slug}--{agent.tenant.slug}.localhost:{grpc_port}",
+            v03,
+            f"grpc://{v03}",
         ]
         # v1.0 gRPC clients copy the tenant into every request; the sidecar routes on it.
         assert interfaces[4]["tenant"] == f"{agent.tenant.slug}/{agent.slug}"
-        assert "tenant" not in interfaces[5]
+        assert "tenant" not in interfaces[5] and "tenant" not in interfaces[6]
         # v0.3 clients find the REST binding among the additional interfaces.
         assert ("HTTP+JSON", url.rstrip("/")) in {
             (i["transport"], i["url"]) for i in card["additionalInterfaces"]

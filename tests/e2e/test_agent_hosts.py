@@ -64,7 +64,13 @@ def test_the_card_at_the_agent_host_advertises_that_hosts_urls(live_platform, ho
         assert interfaces[("HTTP+JSON", version)]["url"] == root.rstrip("/")
     grpc_port = live_platform.grpc_address.rpartition(":")[2]
     # v0.3 requests carry no `tenant`: the address names the agent by its host.
-    assert interfaces[("GRPC", "0.3")]["url"] == f"{host.rpartition(':')[0]}:{grpc_port}"
+    v03 = [
+        i["url"]
+        for i in card["supportedInterfaces"]
+        if (i["protocolBinding"], i["protocolVersion"]) == ("GRPC", "0.3")
+    ]
+    address = f"{host.rpartition(':')[0]}:{grpc_port}"
+    assert v03 == [address, f"grpc://{address}"]  # a target, then the same as a URL
     assert interfaces[("GRPC", "1.0")]["tenant"] == f"{agent.tenant.slug}/{agent.slug}"
 
 

@@ -39,7 +39,7 @@ from a2a.types import a2a_pb2_grpc as pb10_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ..conftest import ROOT, _free_port, _wait_for_port, set_up_if_selected
-from .clients import sdk_client, user_message
+from .clients import GRPC, V0_3, sdk_client, send, user_message
 from .helpers import raw_send
 
 pytestmark = pytest.mark.e2e
@@ -379,18 +379,38 @@ def test_the_grpc_sidecar_serves_on_the_address_run_sh_prints(embedded):
             answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
             assert answer.status == health_pb2.HealthCheckResponse.SERVING, service
     card = httpx.get(embedded.base + "echo/.well-known/agent-card.json", timeout=10).json()
-    advertised = {
-        i["protocolVersion"]: i["url"]
+    advertised = [
+        (i["protocolVersion"], i["url"])
         for i in card["supportedInterfaces"]
         if i["protocolBinding"] == "GRPC"
-    }
-    # v0.3 requests name no agent: their interface names it by its host (make run gives every
-    # agent one under .localhost).
-    port = embedded.grpc_address.rpartition(":")[2]
-    assert advertised == {
-        "1.0": embedded.grpc_address,
-        "0.3": f"echo--demo.localhost:{port}",
-    }
+    ]
+    # v0.3 requests name no agent: their interfaces give the agent's own port of the sidecar
+    # (make run's range starts just above its port), at 127.0.0.1: no name to resolve, no proxy
+    first = int(embedded.grpc_address.rpartition(":")[2]) + 1
+    own = advertised[1][1]
+    assert first <= int(own.rpartition(":")[2]) < first + 100, own
+    assert advertised == [
+        ("1.0", embedded.grpc_address),
+        ("0.3", own),
+        ("0.3", f"grpc://{own}"),
+    ]
+    assert own.startswith("127.0.0.1:") and ".localhost" not in json.dumps(card)
+
+    # which the SDK's v0.3 gRPC client follows to demo/echo, naming no agent (not to
+    # demo/conformance, the default agent of calls that name none)
+    async def follow() -> Any:
+        async with sdk_client(
+            embedded.base + "echo/", key=embedded.key, version=V0_3, binding=GRPC, name_agent=False
+        ) as client:
+            return (await send(client, user_message("to echo", str(uuid.uuid4())))).task
+
+    task = asyncio.run(follow())
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert "to echo" in str(task.artifacts)
+    got = httpx.get(
+        f"{embedded.base}echo/tasks/{task.id}", headers={"X-API-Key": embedded.key}, timeout=10
+    )
+    assert got.status_code == 200, got.text
 
 
 def test_grpc_sends_share_the_embedded_database_and_broker(embedded):
@@ -490,6 +510,7 @@ RUN_ENV = (
     "A2A_PUBLIC_BASE_URL",
     "A2A_GRPC_LISTEN",
     "A2A_GRPC_PUBLIC_ADDRESS",
+    "A2A_GRPC_AGENT_PORTS",
     "A2A_DEFAULT_AGENT",
     "A2A_AGENT_HOST_PATTERN",
     "A2A_PUSH_ALLOWED_NETWORKS",
@@ -522,10 +543,13 @@ def test_commands_in_another_shell_use_the_settings_make_run_derived(embedded):
     # pattern, loopback allowed for agents and pushes, /metrics open, its key
     port = embedded.base.split(":")[2].split("/")[0]
     loopback = ["127.0.0.0/8", "::1/128"]
+    grpc_port = int(embedded.grpc_address.rpartition(":")[2])
+    agent_ports = f"{grpc_port + 1}-{grpc_port + 100}"
     assert settings == {
         "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
         "A2A_GRPC_LISTEN": embedded.grpc_address,
         "A2A_GRPC_PUBLIC_ADDRESS": embedded.grpc_address,
+        "A2A_GRPC_AGENT_PORTS": [int(port) for port in agent_ports.split("-")],
         "A2A_DEFAULT_AGENT": "demo/conformance",
         "A2A_AGENT_HOST_PATTERN": "{agent}--{tenant}.localhost",
         "A2A_PUSH_ALLOWED_NETWORKS": loopback,
