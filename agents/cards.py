@@ -124,8 +124,8 @@ def agent_card_build(
         security_requirements=_security_requirements(agent),
     )
     if settings.A2A_GRPC_PUBLIC_ADDRESS:
-        # One sidecar port for every agent: v1.0 clients copy `tenant` into each request and
-        # the sidecar routes on it; v0.3 clients name the agent in `a2a-agent` metadata.
+        # v1.0 clients copy `tenant` into each request and the sidecar routes on it; v0.3
+        # requests carry no tenant, so their address names the agent (`grpc_v03_address`).
         card.supported_interfaces.extend(
             (
                 AgentInterface(
