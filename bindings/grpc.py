@@ -390,7 +390,9 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     # fields, the v0.3 message reads it (see docs/decisions.md).
 
     async def ListTasks(self, request: pbx.ListTasksRequest, context: Context) -> Any:
-        """The draft's ListTasks; the method tables' ListTask is the same call."""
+        """The draft's ListTasks; the method tables' ListTask is the same call, and the
+        mapping table's payload `{}` its empty form: the first page, bounded as every page is
+        (tasks_app.selectors.task_list; docs/lists.md)."""
 
         async def call() -> pbx.ListTasksResponse:
             core = _list_request(request)
