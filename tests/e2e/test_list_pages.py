@@ -146,9 +146,7 @@ def jsonrpc(http: httpx.Client, target: Target, method: str, headers: dict[str, 
 def rest(http: httpx.Client, target: Target, path: str, **query: str) -> Lister:
     def page(token: str) -> Page:
         params = {**query, **({"pageToken": token} if token else {})}
-        response = http.get(
-            f"{target.url}/{path}", params=params, headers={"X-API-Key": target.key}
-        )
+        response = http.get(f"{target.url}{path}", params=params, headers={"X-API-Key": target.key})
         assert response.status_code == 200, response.text
         result = response.json()
         if isinstance(result, list):  # the mapping table's [Task]: one page
@@ -255,7 +253,7 @@ def test_a_page_size_out_of_range_is_refused_naming_the_range(http, channel, ech
         error_of(rpc(http, echo, method, {"pageSize": 150}, headers=headers), -32602, *words)
     for path in ("tasks", "v1/tasks"):
         response = http.get(
-            f"{echo.url}/{path}", params={"pageSize": "150"}, headers={"X-API-Key": echo.key}
+            f"{echo.url}{path}", params={"pageSize": "150"}, headers={"X-API-Key": echo.key}
         )
         assert response.status_code == 400, response.text
         assert all(w in response.json()["error"]["message"] for w in words), response.text
@@ -301,7 +299,7 @@ def test_large_push_configs_are_listed_in_pages_under_4_mib(http, channel, echo)
 
     def rest_page(token: str) -> Page:
         response = http.get(
-            f"{echo.url}/tasks/{task_id}/pushNotificationConfigs",
+            f"{echo.url}tasks/{task_id}/pushNotificationConfigs",
             params={"pageToken": token} if token else {},
             headers={"X-API-Key": echo.key},
         )
