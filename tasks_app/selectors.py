@@ -377,8 +377,15 @@ def task_send_result(*, task_id: uuid.UUID, history_length: int | None) -> TaskP
 
 
 def task_list(
-    *, agent: Agent, principal: Principal, request: ListTasksRequest
+    *,
+    agent: Agent,
+    principal: Principal,
+    request: ListTasksRequest,
+    size_of: Callable[[TaskProto], int] | None = None,
 ) -> ListTasksResponse:
+    """A page of the caller's tasks, bounded by `pageSize` and by LIST_PAGE_MAX_BYTES of the
+    tasks' encoding: their v1.0 protobuf, or `size_of(task)` where a binding answers in
+    another encoding."""
     if not principal.can_list:
         raise UnsupportedOperationError(
             "Listing tasks needs an API key on this agent: anonymous callers are isolated and "
@@ -442,6 +449,7 @@ def task_list(
             for t in rows
         ),
         shrink=_history_within,
+        size_of=size_of,
     )
     next_token = ""
     if more or len(page) < len(rows):  # the budget may end a page before pageSize does
@@ -452,19 +460,21 @@ def task_list(
 
 
 # The most a page of any list (ListTasks, tasks/list, ListTask, the push config lists) holds,
-# in protobuf bytes: half of gRPC's default 4 MiB receive limit, the limit of every gRPC client
-# that sets none. The other half is headroom for what the dialects add to the same content (the
-# v0.3 protos wrap each part in one more message) and for the answer's other fields. A page ends
-# before `pageSize` when its next item would pass the budget; its next page token goes on from
-# there (the specification: "The service may return fewer than this value").
+# in protobuf bytes (v1.0's, or the binding's where it passes `size_of`): half of gRPC's default
+# 4 MiB receive limit, the limit of every gRPC client that sets none. The other half is
+# headroom for the answer's own fields and for estimates (a push config's v0.3 form, the
+# history cut). A page ends before `pageSize` when its next item would pass the budget; its
+# next page token goes on from there (the specification: "The service may return fewer than
+# this value").
 LIST_PAGE_MAX_BYTES = 2 * 1024 * 1024
 
 P = TypeVar("P", bound=ProtoMessage)
 
 
-def _encoded_size(item: ProtoMessage) -> int:
-    """An item's bytes as one element of a repeated field: its tag, its length, itself."""
-    size = item.ByteSize()
+def _encoded_size(item: Any, size_of: Callable[[Any], int] | None = None) -> int:
+    """An item's bytes as one element of a repeated field: its tag, its length, itself (its
+    v1.0 protobuf, or as `size_of` measures it)."""
+    size = item.ByteSize() if size_of is None else size_of(item)
     return 1 + max(1, (size.bit_length() + 6) // 7) + size
 
 
@@ -473,32 +483,34 @@ def page_within_budget(
     *,
     shrink: Callable[[P, int], P] | None = None,
     budget: int = LIST_PAGE_MAX_BYTES,
+    size_of: Callable[[P], int] | None = None,
 ) -> list[P]:
     """The leading `items` (read only as far as needed) whose encoding fits in `budget`.
 
     The first item is always kept, so that paging goes on: one that alone passes the budget
-    is first given to `shrink` (which returns it at most `budget` bytes where it can)."""
+    is first given to `shrink`, with the bytes it is over by, to make it smaller where it can."""
     kept: list[P] = []
     used = 0
     for item in items:
-        size = _encoded_size(item)
+        size = _encoded_size(item, size_of)
         if kept and used + size > budget:
             break
         if not kept and size > budget and shrink is not None:
-            item = shrink(item, budget)
-            size = _encoded_size(item)
+            item = shrink(item, size - budget)
+            size = _encoded_size(item, size_of)
         kept.append(item)
         used += size
     return kept
 
 
-def _history_within(task: TaskProto, budget: int) -> TaskProto:
-    """A task that alone passes a page's budget, without its oldest history messages until it
-    fits: the specification lets a server return fewer messages than `historyLength` asks
-    ("MAY apply a lower limit"), newest kept, as historyLength keeps them. What is left when no
-    history is (its status message, asked-for artifacts) goes out as it is, as GetTask would
-    answer it: then it is its page's only task."""
-    excess = _encoded_size(task) - budget
+def _history_within(task: TaskProto, excess: int) -> TaskProto:
+    """A task that alone passes a page's budget by `excess` bytes, without its oldest history
+    messages until it fits: the specification lets a server return fewer messages than
+    `historyLength` asks ("MAY apply a lower limit"), newest kept, as historyLength keeps them.
+    Messages are counted in v1.0 bytes, near enough for another dialect's encoding: the
+    budget's margin holds the difference. What is left when no history is (its status
+    message, asked-for artifacts) goes out as it is, as GetTask would answer it: then it is its
+    page's only task."""
     dropped = 0
     for message in task.history:
         if excess <= 0:

@@ -24,7 +24,7 @@ from a2a.types import a2a_pb2 as pb10
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 
 from . import test_spec_grpc as spec
-from .helpers import Target, error_of, result_of, rpc, rpc_send
+from .helpers import Target, error_of, message, result_of, rpc, rpc_send
 from .test_spec_grpc import TABLE_SERVICE, V03_SERVICE, Client, Declared
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -203,6 +203,29 @@ def test_large_tasks_are_listed_in_pages_under_4_mib_on_every_binding(
     # ... as does REST v0.3 in the mapping table's spelling (`[Task]`).
     (mapped,) = walk(rest(http, echo, "v1/tasks", spelling="mapping"), most=24)
     assert mapped.ids == expected[: len(mapped.ids)]
+
+
+def test_the_v03_service_bounds_its_pages_in_its_own_encoding(http, channel, echo, documents):
+    """A data part that is not an object takes four times the room in the v0.3 protos (it is
+    wrapped as `{"value": ...}`, with a metadata flag) as in v1.0's: the v0.3 service measures
+    its pages as it sends them, so a page that fits in v1.0 bytes is cut again for v0.3."""
+    # given 10 tasks each sent 10,000 numbers as data parts: about 1.3 MB in all as v1.0
+    # protos, over 5 MB as v0.3's
+    parts = [{"data": n} for n in range(10_000)]
+    expected = []
+    for _ in range(10):
+        params = {"message": message("numbers", parts=parts)}
+        expected.append(result_of(rpc(http, echo, "SendMessage", params))["task"]["id"])
+    expected.reverse()
+    v10_pages = walk(grpc_v10(channel, echo), most=10)
+    assert [len(page.ids) for page in v10_pages] == [10]  # one v1.0 page holds them all
+
+    # when the v0.3 service lists them: pages under 4 MiB, every task once
+    pages = walk(grpc_draft(channel, echo, documents), most=9)
+    assert ids_of(pages) == expected
+    assert sum(page.size for page in pages) > GRPC_DEFAULT_RECEIVE
+    first = grpc_table(channel, echo, documents)
+    assert first.ids == pages[0].ids and first.size < GRPC_DEFAULT_RECEIVE
 
 
 def test_listed_tasks_keep_their_whole_history_and_artifacts_when_asked(http, channel, echo):
