@@ -398,12 +398,15 @@ class A2AServiceV03(_Service, pb03_grpc.A2AServiceServicer):
     # fields, the v0.3 message reads it (see docs/decisions.md).
 
     async def ListTasks(self, request: pbx.ListTasksRequest, context: Context) -> Any:
-        """The draft's ListTasks; the method tables' ListTask is the same call."""
+        """The draft's ListTasks; the method tables' ListTask is the same call, and the
+        mapping table's payload `{}` its empty form: the first page, bounded as every page is
+        (tasks_app.selectors.task_list; docs/lists.md)."""
 
         async def call() -> pbx.ListTasksResponse:
             core = _list_request(request)
             caller = await self.caller(context, request)
-            return _list_result(core, await task_list(caller=caller, request=core))
+            response = await task_list(caller=caller, request=core, size_of=_v03_task_size)
+            return _list_result(core, response)
 
         return await self.unary(context, call)
 
@@ -463,6 +466,13 @@ def _list_request(request: pbx.ListTasksRequest) -> pb10.ListTasksRequest:
     if request.HasField("include_artifacts"):
         params["includeArtifacts"] = request.include_artifacts
     return v03.v03_convert("ListTasks", v03.v03_list_request, params)
+
+
+def _v03_task_size(task: pb10.Task) -> int:
+    """A task's bytes as the v0.3 service answers it: mostly as in v1.0, but a data part that
+    is not an object is wrapped (`{"value": ...}` and a metadata flag), up to four times its
+    v1.0 size, and the page bound is for what gRPC clients receive."""
+    return v03.task_out(task, "proto").ByteSize()
 
 
 def _list_result(request: pb10.ListTasksRequest, response: pb10.ListTasksResponse) -> Any:

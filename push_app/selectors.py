@@ -17,7 +17,7 @@ from agents.auth import Principal
 from agents.crypto import decrypt
 from agents.models import Agent
 from tasks_app.errors import InvalidParamsError
-from tasks_app.selectors import task_get_row
+from tasks_app.selectors import page_within_budget, task_get_row
 
 from .errors import push_config_not_found
 from .models import Delivery, DeliveryAttempt, PushConfig
@@ -83,12 +83,13 @@ def push_config_list(
     configs = PushConfig.objects.filter(task=task).order_by("config_id")
     if page_token:
         configs = configs.filter(config_id__gt=page_token)
-    page = list(configs[: size + 1])
-    response = ListTaskPushNotificationConfigsResponse(
-        configs=[push_config_to_proto(c) for c in page[:size]]
-    )
-    if len(page) > size:
-        response.next_page_token = page[size - 1].config_id
+    rows = list(configs[: size + 1])
+    # Bounded in bytes too, as every list is (tasks_app.selectors.LIST_PAGE_MAX_BYTES): tokens
+    # and credentials are the client's own strings, of any length.
+    page = page_within_budget(push_config_to_proto(c) for c in rows[:size])
+    response = ListTaskPushNotificationConfigsResponse(configs=page)
+    if len(rows) > len(page):
+        response.next_page_token = rows[len(page) - 1].config_id
     return response
 
 

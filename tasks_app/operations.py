@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -385,11 +385,19 @@ async def task_origin(*, caller: Caller, task_id: str) -> TaskOrigin | None:
     )
 
 
-async def task_list(*, caller: Caller, request: ListTasksRequest) -> ListTasksResponse:
+async def task_list(
+    *,
+    caller: Caller,
+    request: ListTasksRequest,
+    size_of: Callable[[TaskProto], int] | None = None,
+) -> ListTasksResponse:
+    """A page of the caller's tasks. Pages are bounded in bytes (selectors.LIST_PAGE_MAX_BYTES)
+    of the tasks' v1.0 protobuf; `size_of(task)` measures a task instead where the binding's
+    answer is another protobuf, so that the bound holds for what it sends."""
     check_tenant(caller, request.tenant)
     _check_not_future(request)
     return await db(selectors.task_list)(
-        agent=caller.agent, principal=caller.principal, request=request
+        agent=caller.agent, principal=caller.principal, request=request, size_of=size_of
     )
 
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from a2a.types import Artifact as ArtifactProto
 from a2a.types import ListTasksRequest, ListTasksResponse, TaskState, TaskStatus
 from a2a.types import Message as MessageProto
 from a2a.types import Task as TaskProto
-from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE, MAX_LIST_TASKS_PAGE_SIZE
 from a2a.utils.task import (
     ListTasksCursor,
     decode_list_tasks_cursor,
@@ -25,6 +25,7 @@ from a2a.utils.task import (
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet, Sum
 from google.protobuf.json_format import ParseDict
+from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from . import rowsql
@@ -376,8 +377,15 @@ def task_send_result(*, task_id: uuid.UUID, history_length: int | None) -> TaskP
 
 
 def task_list(
-    *, agent: Agent, principal: Principal, request: ListTasksRequest
+    *,
+    agent: Agent,
+    principal: Principal,
+    request: ListTasksRequest,
+    size_of: Callable[[TaskProto], int] | None = None,
 ) -> ListTasksResponse:
+    """A page of the caller's tasks, bounded by `pageSize` and by LIST_PAGE_MAX_BYTES of the
+    tasks' encoding: their v1.0 protobuf, or `size_of(task)` where a binding answers in
+    another encoding."""
     if not principal.can_list:
         raise UnsupportedOperationError(
             "Listing tasks needs an API key on this agent: anonymous callers are isolated and "
@@ -388,7 +396,9 @@ def task_list(
         validate_page_size(page_size)
     except InvalidParamsError as exc:  # the SDK's check, with the parameter named
         raise InvalidParamsError(
-            f"'pageSize' {page_size} is out of range: {exc.message}."
+            f"'pageSize' {page_size} is out of range: {exc.message} (it must be between 1 and "
+            f"{MAX_LIST_TASKS_PAGE_SIZE} inclusive; without it a page holds at most "
+            f"{DEFAULT_LIST_TASKS_PAGE_SIZE} tasks)."
         ) from None
     history_length = request.history_length if request.HasField("history_length") else None
     if history_length is not None and history_length < 0:
@@ -430,20 +440,85 @@ def task_list(
         page_query = page_query.prefetch_related("messages")  # Meta.ordering: by position
     if include_artifacts:
         page_query = page_query.prefetch_related("artifacts")
-    page = list(page_query[: page_size + 1])
-    next_token = ""
-    if len(page) > page_size:
-        page = page[:page_size]
-        next_token = task_page_token(task=page[-1])
-    return ListTasksResponse(
-        tasks=[
+    rows = list(page_query[: page_size + 1])
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    page = page_within_budget(
+        (
             task_to_proto(t, history_length=history_length, include_artifacts=include_artifacts)
-            for t in page
-        ],
-        next_page_token=next_token,
-        page_size=page_size,
-        total_size=total,
+            for t in rows
+        ),
+        shrink=_history_within,
+        size_of=size_of,
     )
+    next_token = ""
+    if more or len(page) < len(rows):  # the budget may end a page before pageSize does
+        next_token = task_page_token(task=rows[len(page) - 1])
+    return ListTasksResponse(
+        tasks=page, next_page_token=next_token, page_size=page_size, total_size=total
+    )
+
+
+# The most a page of any list (ListTasks, tasks/list, ListTask, the push config lists) holds,
+# in protobuf bytes (v1.0's, or the binding's where it passes `size_of`): half of gRPC's default
+# 4 MiB receive limit, the limit of every gRPC client that sets none. The other half is
+# headroom for the answer's own fields and for estimates (a push config's v0.3 form, the
+# history cut). A page ends before `pageSize` when its next item would pass the budget; its
+# next page token goes on from there (the specification: "The service may return fewer than
+# this value").
+LIST_PAGE_MAX_BYTES = 2 * 1024 * 1024
+
+P = TypeVar("P", bound=ProtoMessage)
+
+
+def _encoded_size(item: Any, size_of: Callable[[Any], int] | None = None) -> int:
+    """An item's bytes as one element of a repeated field: its tag, its length, itself (its
+    v1.0 protobuf, or as `size_of` measures it)."""
+    size = item.ByteSize() if size_of is None else size_of(item)
+    return 1 + max(1, (size.bit_length() + 6) // 7) + size
+
+
+def page_within_budget(
+    items: Iterable[P],
+    *,
+    shrink: Callable[[P, int], P] | None = None,
+    budget: int = LIST_PAGE_MAX_BYTES,
+    size_of: Callable[[P], int] | None = None,
+) -> list[P]:
+    """The leading `items` (read only as far as needed) whose encoding fits in `budget`.
+
+    The first item is always kept, so that paging goes on: one that alone passes the budget
+    is first given to `shrink`, with the bytes it is over by, to make it smaller where it can."""
+    kept: list[P] = []
+    used = 0
+    for item in items:
+        size = _encoded_size(item, size_of)
+        if kept and used + size > budget:
+            break
+        if not kept and size > budget and shrink is not None:
+            item = shrink(item, size - budget)
+            size = _encoded_size(item, size_of)
+        kept.append(item)
+        used += size
+    return kept
+
+
+def _history_within(task: TaskProto, excess: int) -> TaskProto:
+    """A task that alone passes a page's budget by `excess` bytes, without its oldest history
+    messages until it fits: the specification lets a server return fewer messages than
+    `historyLength` asks ("MAY apply a lower limit"), newest kept, as historyLength keeps them.
+    Messages are counted in v1.0 bytes, near enough for another dialect's encoding: the
+    budget's margin holds the difference. What is left when no history is (its status
+    message, asked-for artifacts) goes out as it is, as GetTask would answer it: then it is its
+    page's only task."""
+    dropped = 0
+    for message in task.history:
+        if excess <= 0:
+            break
+        excess -= _encoded_size(message)
+        dropped += 1
+    del task.history[:dropped]
+    return task
 
 
 # With statusTimestampAfter, totalSize counts whichever side of the timestamp holds at most this

@@ -43,11 +43,16 @@ from .v03 import v03_dump
 # v0.1 has one push config per task; it is stored under this id.
 V01_PUSH_CONFIG_ID = "v0.1"
 
-# v0.1 knows seven states. Rejected is an unsuccessful end, auth-required a pause for the
-# client, so they read as the nearest v0.1 state; the status message says the rest.
+# v0.1's document names six states ("Task Lifecycle": created -> working -> input-required ->
+# completed | failed | canceled), and only those go out. A task the platform has accepted but
+# no agent has taken yet (v1.0's submitted) is v0.1's `created`. The v1.0 states v0.1 lacks read
+# as the nearest of its six, the status message saying the rest: rejected is an unsuccessful
+# end (failed), auth-required a pause for the client (input-required). Unspecified describes no
+# stored task (every task starts submitted); should it ever be rendered, it reads as `created`,
+# the state of a task about which nothing has been reported yet.
 _STATE_NAMES: dict[int, str] = {
-    TaskState.TASK_STATE_UNSPECIFIED: "unknown",
-    TaskState.TASK_STATE_SUBMITTED: "submitted",
+    TaskState.TASK_STATE_UNSPECIFIED: "created",
+    TaskState.TASK_STATE_SUBMITTED: "created",
     TaskState.TASK_STATE_WORKING: "working",
     TaskState.TASK_STATE_INPUT_REQUIRED: "input-required",
     TaskState.TASK_STATE_COMPLETED: "completed",
@@ -270,7 +275,8 @@ def _dict(message: ProtoMessage) -> dict[str, Any]:
 
 
 def v01_state(state: int) -> str:
-    return _STATE_NAMES.get(state, "unknown")
+    """A v1.0 task state by its v0.1 name (always one of the six v0.1's document gives)."""
+    return _STATE_NAMES.get(state, "created")
 
 
 def v01_part_json(part: Part) -> dict[str, Any]:

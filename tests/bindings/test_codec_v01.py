@@ -31,6 +31,7 @@ from bindings.codecs.v01 import (
     v01_part,
     v01_part_json,
     v01_send_request,
+    v01_state,
     v01_stream_event,
     v01_stream_events,
     v01_task_id,
@@ -235,8 +236,9 @@ def test_task_id_params():
 @pytest.mark.parametrize(
     "state, name",
     [
-        (TaskState.TASK_STATE_UNSPECIFIED, "unknown"),
-        (TaskState.TASK_STATE_SUBMITTED, "submitted"),
+        # v0.1's document names six states, created first; no other name goes out.
+        (TaskState.TASK_STATE_UNSPECIFIED, "created"),
+        (TaskState.TASK_STATE_SUBMITTED, "created"),
         (TaskState.TASK_STATE_WORKING, "working"),
         (TaskState.TASK_STATE_INPUT_REQUIRED, "input-required"),
         (TaskState.TASK_STATE_COMPLETED, "completed"),
@@ -251,6 +253,13 @@ def test_states(state, name):
     assert v01_task_json(task)["status"]["state"] == name
     event = StreamResponse(status_update=TaskStatusUpdateEvent(task_id="t", status=task.status))
     assert v01_stream_event(event, final=False)["status"]["state"] == name
+
+
+def test_every_state_goes_out_by_a_name_of_the_v01_lifecycle():
+    """a2a-v0.1-legacy-jsonrpc.md, "Task Lifecycle": these six, and no other."""
+    lifecycle = {"created", "working", "input-required", "completed", "failed", "canceled"}
+    assert {v01_state(state) for state in TaskState.values()} == lifecycle
+    assert v01_state(99) in lifecycle  # a number no version names yet
 
 
 def _agent_message(text: str, message_id: str = "a1") -> Message:
@@ -315,7 +324,7 @@ def test_an_empty_task():
     assert v01_task_json(task) == {
         "id": "t",
         "sessionId": "c",
-        "status": {"state": "submitted"},
+        "status": {"state": "created"},
         "artifacts": [],
         "history": [],
     }
@@ -597,7 +606,7 @@ def test_methods_send_get_cancel(agent, no_runs, settings):
     created = call(agent, ALICE, "tasks/send", params)
     # The id comes back as the client wrote it (hex), in every answer.
     assert created["id"] == task_id.hex and created["sessionId"] == "s-1"
-    assert created["status"]["state"] == "submitted"
+    assert created["status"]["state"] == "created"  # v0.1's name: no worker has it yet
     assert created["history"] == [{"role": "user", "parts": [{"type": "text", "text": "one"}]}]
 
     # The same id again is the same task: a follow-up, refused while the agent is on it.

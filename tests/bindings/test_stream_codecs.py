@@ -103,6 +103,6 @@ def test_v01_a_message_after_the_task_is_the_final_completed_status():
     opening = v01_stream_events(
         task(TaskState.TASK_STATE_SUBMITTED), final=False, task_id=TASK_ID, artifact_indexes=indexes
     )
-    assert opening[-1]["status"]["state"] == "submitted" and opening[-1]["final"] is False
+    assert opening[-1]["status"]["state"] == "created" and opening[-1]["final"] is False
     (last,) = v01_stream_events(reply(), final=True, task_id=TASK_ID, artifact_indexes=indexes)
     assert last["final"] is True and last["status"]["state"] == "completed"

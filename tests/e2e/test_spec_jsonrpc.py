@@ -92,7 +92,8 @@ def error_shape(error: dict[str, Any]) -> None:
 # Handling". The text sends no version header, and its clients choose their task ids.
 
 V01_PART_TYPES = {"text", "data", "file"}
-V01_STATES = {"submitted", "working", "input-required", "completed", "failed", "canceled"}
+# "Task Lifecycle": created -> working -> input-required -> completed | failed | canceled
+V01_STATES = {"created", "working", "input-required", "completed", "failed", "canceled"}
 
 
 def v01_message(text: str) -> dict[str, Any]:

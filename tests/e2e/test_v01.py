@@ -12,11 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from .helpers import Target, error_of, result_of, rpc, rpc_stream
+from agents.models import Plan
+
+from .helpers import Target, error_of, result_of, rpc, rpc_send_nonblocking, rpc_stream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 V01 = {"A2A-Version": "0.1"}
+V10 = {"A2A-Version": "1.0"}
 
 
 @pytest.fixture
@@ -322,6 +325,51 @@ def test_another_owners_task_id_does_not_leak(
     assert again["history"] == bobs["history"] and again["status"] == bobs["status"]
 
 
+# --- the v0.1 lifecycle: created -> working -> input-required -> completed | failed | canceled
+
+
+def test_a_task_no_agent_has_taken_yet_is_created_in_every_v01_answer(
+    http, make_tenant, make_target
+):
+    """a2a-v0.1-legacy-jsonrpc.md, "Task Lifecycle", starts at `created`: what v1.0 calls
+    submitted (accepted, not yet taken by the agent) is `created` in every v0.1 answer,
+    streamed or not; v1.0 still says TASK_STATE_SUBMITTED of the same task."""
+    # given a tenant that runs one task at a time, busy with a task that works for an hour:
+    # any other task of it waits, untaken, in the tenant's lane (docs/limits.md)
+    tenant = make_tenant()
+    tenant.plan = Plan.objects.create(name=f"one-{uuid.uuid4().hex[:8]}", running_runs=1)
+    tenant.save()
+    target = make_target("slow", tenant=tenant, config={"delay_seconds": 3600}, headers=V01)
+    busy = rpc_send_nonblocking(http, target, "the hour-long task")
+    task_id = uuid.uuid4().hex
+
+    # when a v0.1 client sends and subscribes: the stream opens with the task as sent
+    with httpx.Client(timeout=60) as streaming:
+        events = rpc_stream(
+            streaming, target, "tasks/sendSubscribe", {"id": task_id, "message": message("x")}
+        )
+        opening = next(events)["result"]
+        events.close()
+    assert opening["id"] == task_id and opening["final"] is False
+    assert opening["status"]["state"] == "created"
+
+    # then tasks/get, and a resubscription's first event, say created too
+    got = result_of(rpc(http, target, "tasks/get", {"id": task_id}))
+    assert got["id"] == task_id and got["status"]["state"] == "created"
+    assert got["history"] == [{"role": "user", "parts": [text_part("x")]}]
+    with httpx.Client(timeout=60) as watching:
+        events = rpc_stream(watching, target, "tasks/resubscribe", {"id": task_id})
+        assert next(events)["result"]["status"]["state"] == "created"
+        events.close()
+    v10 = rpc(http, target, "GetTask", {"id": str(uuid.UUID(task_id))}, headers=V10)
+    assert result_of(v10)["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+    # (a cancel ends the waiting task at once, in v0.1's words; then the busy one)
+    canceled = result_of(rpc(http, target, "tasks/cancel", {"id": task_id}))
+    assert canceled["status"]["state"] == "canceled"
+    assert result_of(rpc(http, target, "CancelTask", {"id": busy}, headers=V10))
+
+
 # --- streaming (tasks/sendSubscribe, tasks/resubscribe) -------------------------------------
 
 
@@ -371,7 +419,7 @@ def test_resubscribe_follows_a_task_until_it_is_canceled(http, make_target):
                 == "canceled"
             )
             events = [r["result"] for r in watched.result(timeout=30)]
-    assert events[0]["id"] == task_id and events[0]["status"]["state"] in ("submitted", "working")
+    assert events[0]["id"] == task_id and events[0]["status"]["state"] in ("created", "working")
     assert events[-1]["status"]["state"] == "canceled" and events[-1]["final"] is True
 
 
