@@ -56,15 +56,16 @@ def _secret(name: str, default: str | None = None) -> str:
     return value
 
 
-def _positive_float(name: str, default: float) -> float:
+def _positive_float(name: str, default: float, *, allow_zero: bool = False) -> float:
     # Not env.float: django-environ strips non-digits, so "2m" would quietly become 2.
     raw = env.str(name, default=str(default)).strip()
     try:
         value = float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number of seconds, got {raw!r}.") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ImproperlyConfigured(f"{name} must be a positive finite number, got {raw!r}.")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        what = "a finite number, 0 or more" if allow_zero else "a positive finite number"
+        raise ImproperlyConfigured(f"{name} must be {what}, got {raw!r}.")
     return value
 
 
@@ -381,6 +382,11 @@ A2A_WORKER_GRACE_SECONDS = _positive_float("A2A_WORKER_GRACE_SECONDS", 20.0)
 # workers, so a burst cannot fill every worker; 0 turns lanes off (every run goes to the
 # broker at once, first come first served).
 A2A_LANE_WINDOW = _positive_int("A2A_LANE_WINDOW", 50, allow_zero=True)
+# The window is a share: it applies while tenants compete, that is while another tenant has
+# sent a message through the same process within this many seconds. A tenant alone has the
+# workers to itself, as without lanes (the hold, count and hand-over cost nothing then). 0:
+# the window always applies. Caps (running_runs, agent_running_runs) always hold.
+A2A_LANE_CONTENTION_SECONDS = _positive_float("A2A_LANE_CONTENTION_SECONDS", 60.0, allow_zero=True)
 # A new task whose run has waited in its lane this long says why in its status message (once).
 A2A_LANE_NOTE_SECONDS = _positive_float("A2A_LANE_NOTE_SECONDS", 10.0)
 # The plan (by name) of tenants that have none; "" for no limits.

@@ -2,13 +2,16 @@
 backlog never stands in the broker's queue in front of another tenant's runs.
 
 A run is *in flight* while its job is handed to the broker or a worker runs it: its task has
-`running_since` set, or a `job_id` that is not `held`. A tenant has at most its *window* of
-runs in flight: `A2A_LANE_WINDOW` times its plan's weight, and no more than its
-`running_runs` (and, per agent, `agent_running_runs`) limit. A send past the window is stored
-as usual, its task `submitted`, and waits in the lane (`Task.held`, in PostgreSQL) instead of
-the broker. As a run of the tenant ends, the worker hands the lane's oldest waiting run to the
-broker (`promote`); the reaper's round refills every lane that has room (`lanes_refill`), so a
-hand-over lost with a process is made later, not never.
+`running_since` set, or a `job_id` that is not `held`. While tenants compete (another tenant
+sent through this process within A2A_LANE_CONTENTION_SECONDS, `Contention`), a tenant has at
+most its *window* of runs in flight: `A2A_LANE_WINDOW` times its plan's weight, and no more
+than its `running_runs` (and, per agent, `agent_running_runs`) limit; a tenant alone has no
+window (its caps still hold). A send past the window is stored as usual, its task `submitted`,
+and waits in the lane (`Task.held`, in PostgreSQL) instead of the broker. As a run of the
+tenant ends, the worker hands the lane's oldest waiting run to the broker (`promote`) if runs
+waited when it claimed the run (or the tenant has a cap); the reaper's round refills every
+lane that has room (`lanes_refill`), so a hand-over lost with a process is made later, not
+never.
 
 So the broker's queue holds at most a window of each tenant's runs, and a tenant with nothing
 queued gets its run started as soon as a worker has a free slot, however long another
@@ -30,6 +33,7 @@ import contextlib
 import functools
 import json
 import logging
+import time as clock
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
@@ -122,6 +126,36 @@ def _in_flight_sql() -> str:
         f"({c['running_since']} IS NOT NULL OR (NOT ({c['job_id']} = '') AND NOT {c['held']})) "
         "LIMIT %s) AS in_flight"
     )
+
+
+class Contention:
+    """Which tenants sent lately through this process: a tenant's window (a share) applies
+    only while another tenant has sent within A2A_LANE_CONTENTION_SECONDS. The two most recent
+    senders are enough to tell, in constant time and without I/O: the latest sender other than
+    a tenant is the latest of all, or, if that is the tenant itself, the one before it. Shared
+    by the process's database threads; a race between them can only make one send's answer
+    a moment stale."""
+
+    def __init__(self) -> None:
+        self.latest: tuple[int | None, float] = (None, float("-inf"))
+        self.before: tuple[int | None, float] = (None, float("-inf"))
+
+    def sent(self, tenant_id: int) -> bool:
+        """Note a send of `tenant_id`; whether another tenant sent lately (its window applies)."""
+        seconds = settings.A2A_LANE_CONTENTION_SECONDS
+        if not seconds:
+            return True
+        now = clock.monotonic()
+        latest, before = self.latest, self.before
+        other = before if latest[0] == tenant_id else latest
+        if latest[0] == tenant_id:
+            self.latest = (tenant_id, now)
+        else:
+            self.before, self.latest = latest, (tenant_id, now)
+        return other[0] is not None and now - other[1] < seconds
+
+
+CONTENTION = Contention()
 
 
 def in_flight_read(lane: Lane) -> tuple[str, list[Any]]:

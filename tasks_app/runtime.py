@@ -254,10 +254,13 @@ def drain(grace: float | None = None) -> None:
 
 async def _hand_over(task: Task) -> None:
     """A run of the task's tenant ended: the next one waiting in its lane may go
-    (tasks_app.lanes). One look at an empty index range when nothing waits; a hand-over that
-    fails is made by the reaper's next round."""
+    (tasks_app.lanes). Asked only of a tenant with a cap (its runs all start through its lane)
+    or whose runs waited in their lane when this one was claimed (`task_for_run` read it);
+    runs that began to wait since are handed over by the next run's end or the reaper's round,
+    as is a hand-over that fails."""
     agent = task.agent  # with its tenant's limits (agents.cache.agent_by_pk)
-    if not Lane.of(agent).on:
+    lane = Lane.of(agent)
+    if not lane.on or not (lane.exact or getattr(task, "lane_waiting", True)):
         return
     try:
         await db(promote)(tenant_id=agent.tenant_id, agent=agent)

@@ -269,6 +269,8 @@ def _message_send(
     # A tenant with a cap on runs at once: its runs start only through its lane, whose
     # hand-over counts them under the tenant's lock (lanes.promote, after the commit).
     via_lane = lane.exact
+    # The window is a share: counted only while other tenants send too (lanes.Contention).
+    shared = lanes.CONTENTION.sent(agent.tenant_id) and bool(lane.window)
     # A new task with nothing to look up (no id the client chose, no push config to store) is
     # written in one round trip, which also counts the tenant's window (tasks_app.lanes);
     # anything else in a transaction that reads as it goes.
@@ -276,12 +278,12 @@ def _message_send(
         unit: Any = transaction.atomic()
         held: bool | None = None
     else:
-        window = lane.window and not via_lane
+        window = shared and not via_lane
         unit = rowsql.together(read=lanes.in_flight_read(lane) if window else None)
         held = via_lane
     with unit as batch:
         if held is None:
-            held = via_lane or lanes.window_full(lane)
+            held = via_lane or (shared and lanes.window_full(lane))
         if message.task_id:
             task = task_get_row(
                 agent=agent, principal=principal, task_id=message.task_id, for_update=True

@@ -207,7 +207,12 @@ def test_a_push_delivery_proceeds_while_the_agent_queue_is_saturated(
         result_of(rpc(http, target, "CancelTask", {"id": watched}))
         delivered = wait_until(lambda: receiver.requests(), timeout=60, what="the push delivery")
         assert delivered[0].json()["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
-        assert Delivery.objects.get(config__task_id=watched).state == Delivery.State.DELIVERED
+        # The receiver has the POST a moment before the push worker records its answer.
+        wait_until(
+            lambda: Delivery.objects.get(config__task_id=watched).state == Delivery.State.DELIVERED,
+            timeout=30,
+            what="the delivery recorded as delivered",
+        )
         assert queue_depths()["agents"] >= 1, "the agent queue was still saturated"
         assert Task.objects.filter(pk__in=running, running_since__isnull=False).count() == 2
     finally:

@@ -21,6 +21,14 @@ from tests.factories import ALICE, task_send
 from tests.tasks_app.test_services import status
 
 
+@pytest.fixture(autouse=True)
+def contended(settings, monkeypatch):
+    """The window applies whoever sent before (A2A_LANE_CONTENTION_SECONDS=0), with this
+    process's record of recent senders new; the tests of contention itself set it again."""
+    settings.A2A_LANE_CONTENTION_SECONDS = 0
+    monkeypatch.setattr(lanes, "CONTENTION", lanes.Contention())
+
+
 @pytest.fixture
 def published():
     """The agent runs published to the broker, as task ids in order."""
@@ -232,3 +240,50 @@ def test_runs_per_day_counts_the_runs_made_and_those_waiting_and_refuses_past_it
     assert Task.objects.filter(tenant=tenant).count() == before
     usage.METER.flush()
     assert UsageDay.objects.get(tenant=tenant, agent=agent, day=usage.today()).refused_quota == 1
+
+
+def test_a_tenant_alone_has_no_window_until_another_tenant_sends(
+    settings, make_tenant, make_agent, published, sends
+):
+    """The window is a share: a tenant that sends alone hands every run to the broker, as
+    without lanes; once another tenant has sent lately, the window applies to it again."""
+    settings.A2A_LANE_CONTENTION_SECONDS = 60
+    settings.A2A_LANE_WINDOW = 2
+    alone, other = make_agent(make_tenant()), make_agent(make_tenant())
+    burst = sends(alone, 4)
+    assert published == burst and not Task.objects.filter(held=True).exists()
+
+    sends(other)
+    later = sends(alone, 2)
+    assert Task.objects.filter(pk__in=later, held=True).count() == 2  # 4 in flight, past 2
+
+
+def test_contention_is_another_tenants_send_within_the_setting(settings, monkeypatch):
+    settings.A2A_LANE_CONTENTION_SECONDS = 60
+    now = [1000.0]
+    monkeypatch.setattr(lanes.clock, "monotonic", lambda: now[0])
+    seen = lanes.Contention()
+    assert seen.sent(1) is False and seen.sent(1) is False  # alone
+    assert seen.sent(2) is True  # 1 sent just now
+    assert seen.sent(2) is True and seen.sent(1) is True
+    now[0] += 61
+    assert seen.sent(1) is False  # 2 last sent 61 s ago
+    assert seen.sent(3) is True and seen.sent(1) is True and seen.sent(2) is True
+    settings.A2A_LANE_CONTENTION_SECONDS = 0
+    assert lanes.Contention().sent(1) is True  # 0: the window always applies
+
+
+def test_a_run_reads_whether_its_tenants_lane_has_runs_waiting(
+    settings, make_tenant, make_agent, sends
+):
+    """What the runtime's hand-over at a run's end goes by (PostgreSQL)."""
+    from tasks_app.selectors import task_for_run
+
+    settings.A2A_LANE_WINDOW = 1
+    agent = make_agent(make_tenant())
+    first, second = sends(agent, 2)
+    assert Task.objects.get(pk=second).held
+    assert task_for_run(task_id=first, position=0)[0].lane_waiting is True
+    other = make_agent(make_tenant())
+    (alone,) = sends(other)
+    assert task_for_run(task_id=alone, position=0)[0].lane_waiting is False
