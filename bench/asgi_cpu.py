@@ -3,8 +3,8 @@ without an HTTP server, load client or second process on the same cores. For com
 trees' request paths when the machine is too noisy for `compare.py` to tell a few percent apart.
 
     source scripts/services.sh && services_start      # a throwaway PostgreSQL (and Redis)
-    DJANGO_SECRET_KEY=x .venv/bin/python bench/asgi_cpu.py [--platform-dir DIR] [--method GetTask]
-        [--requests 1000] [--concurrency 16] [--rounds 7]
+    DJANGO_SECRET_KEY=x .venv/bin/python bench/asgi_cpu.py [--platform-dir DIR]
+        [--method GetTask|ListTasks|SendMessage] [--requests 1000] [--concurrency 16] [--rounds 7]
 
 It migrates the database in DATABASE_URL, makes a tenant `cpu` with an `echo` agent, a key and
 a few stored tasks (bench/platform_seed.py), then sends `--requests` JSON-RPC v1.0 calls to
@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,9 @@ def request(method: str, made: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     params: dict[str, Any] = {"id": made["task"]}
     if method == "ListTasks":
         params = {"pageSize": 20}
+    elif method == "SendMessage":  # a new task each time, answered at once (the run queued)
+        message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+        params = {"message": message, "configuration": {"returnImmediately": True}}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
     path = "/a2a/cpu/echo/"
     headers = [
@@ -118,7 +122,10 @@ async def measure(args: argparse.Namespace, made: dict[str, Any]) -> list[float]
 
     async def client(count: int) -> None:
         for _ in range(count):
-            await call(application, scope, body)
+            if args.method == "SendMessage":  # a messageId of its own
+                await call(application, *request(args.method, made))
+            else:
+                await call(application, scope, body)
 
     each = max(1, args.requests // args.concurrency)
     await asyncio.gather(*(client(each) for _ in range(args.concurrency)))  # warm-up
@@ -133,7 +140,9 @@ async def measure(args: argparse.Namespace, made: dict[str, Any]) -> list[float]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform-dir", type=Path, default=HERE.parent)
-    parser.add_argument("--method", default="GetTask", choices=["GetTask", "ListTasks"])
+    parser.add_argument(
+        "--method", default="GetTask", choices=["GetTask", "ListTasks", "SendMessage"]
+    )
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=7)
