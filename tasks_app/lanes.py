@@ -2,16 +2,15 @@
 backlog never stands in the broker's queue in front of another tenant's runs.
 
 A run is *in flight* while its job is handed to the broker or a worker runs it: its task has
-`running_since` set, or a `job_id` that is not `held`. While tenants compete (another tenant
-sent through this process within A2A_LANE_CONTENTION_SECONDS, `Contention`), a tenant has at
-most its *window* of runs in flight: `A2A_LANE_WINDOW` times its plan's weight, and no more
-than its `running_runs` (and, per agent, `agent_running_runs`) limit; a tenant alone has no
-window (its caps still hold). A send past the window is stored as usual, its task `submitted`,
-and waits in the lane (`Task.held`, in PostgreSQL) instead of the broker. As a run of the
-tenant ends, the worker hands the lane's oldest waiting run to the broker (`promote`) if runs
-waited when it claimed the run (or the tenant has a cap); the reaper's round refills every
-lane that has room (`lanes_refill`), so a hand-over lost with a process is made later, not
-never.
+`running_since` set, or a `job_id` that is not `held`. A tenant has at most its *window* of
+runs in flight (with A2A_LANE_CONTENTION_SECONDS set, only while another tenant sent through
+this process within that time, `Contention`): `A2A_LANE_WINDOW` times its plan's weight, and
+no more than its `running_runs` (and, per agent, `agent_running_runs`) limit. A send past the
+window is stored as usual, its task `submitted`, and waits in the lane (`Task.held`, in
+PostgreSQL) instead of the broker. As a run of the tenant ends, the worker hands the lane's
+oldest waiting run to the broker (`promote`) if runs waited when it claimed the run (or the
+tenant has a cap); the reaper's round refills every lane that has room (`lanes_refill`), so a
+hand-over lost with a process is made later, not never.
 
 So the broker's queue holds at most a window of each tenant's runs, and a tenant with nothing
 queued gets its run started as soon as a worker has a free slot, however long another
