@@ -1468,26 +1468,15 @@ def main(argv: list[str] | None = None) -> int:
         def make(name: str) -> System:
             if name == "sdk":
                 return SdkSystem(services, processes, run_dir, plan)
-            if name == "before":
-                assert before_dir is not None and before_python is not None
-                return PlatformSystem(
-                    profile="production",
-                    name="before",
-                    label=f"before ({meta['before_commit']})",
-                    platform_dir=before_dir,
-                    python=before_python,
-                    services=services,
-                    processes=processes,
-                    run_dir=run_dir,
-                    plan=plan,
-                    process_source=args.platform_processes,
-                    extra_env=env_pairs(args.platform_env),
-                )
+            # `before`: the --before-dir tree, a second production platform beside the first.
+            before = name == "before"
             return PlatformSystem(
-                profile="production" if name == "platform" else "embedded",
-                platform_dir=platform_dir,
-                python=python,
-                services=services if name == "platform" else None,
+                profile="embedded" if name == "embedded" else "production",
+                name=name,
+                label=f"before ({meta['before_commit']})" if before else "",
+                platform_dir=before_dir if before and before_dir else platform_dir,
+                python=before_python if before and before_python else python,
+                services=None if name == "embedded" else services,
                 processes=processes,
                 run_dir=run_dir,
                 plan=plan,
