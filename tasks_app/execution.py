@@ -63,6 +63,7 @@ class PlatformEventQueue(EventQueue):
         self.stop = stop
         self.error: Exception | None = None
         self.released = False  # an event ended the task, and with it the run's hold
+        self.lane_waiting = True  # ... and whether runs of its tenant waited in their lane then
         self._pending: list[Event] = []
         self._writer: asyncio.Future[None] | None = None
 
@@ -97,7 +98,8 @@ class PlatformEventQueue(EventQueue):
                         self.stop.request(Stop.DATABASE)
                 else:
                     self.error = recorded.error
-                    self.released = self.released or recorded.released
+                    if recorded.released:
+                        self.released, self.lane_waiting = True, recorded.lane_waiting
             self._pending.clear()  # after an error nothing more is stored
         finally:
             self._writer = None
@@ -264,6 +266,8 @@ async def run(
             return False
         error = execution.exception()
     if error is None:
+        # For the hand-over after the run (tasks_app.runtime): not asked when no run waited.
+        task.lane_waiting = queue.lane_waiting
         return queue.released
     if database_lost(error):  # not the agent failing: the platform lost the database
         raise HandedBack(error)

@@ -8,8 +8,8 @@ this process within that time, `Contention`): `A2A_LANE_WINDOW` times its plan's
 no more than its `running_runs` (and, per agent, `agent_running_runs`) limit. A send past the
 window is stored as usual, its task `submitted`, and waits in the lane (`Task.held`, in
 PostgreSQL) instead of the broker. As a run of the tenant ends, the worker hands the lane's
-oldest waiting run to the broker (`promote`) if runs waited when it claimed the run (or the
-tenant has a cap); the reaper's round refills every lane that has room (`lanes_refill`), so a
+oldest waiting run to the broker (`promote`) if runs waited as it ended (or the tenant has
+a cap); the reaper's round refills every lane that has room (`lanes_refill`), so a
 hand-over lost with a process is made later, not never.
 
 So the broker's queue holds at most a window of each tenant's runs, and a tenant with nothing
@@ -155,6 +155,16 @@ class Contention:
 
 
 CONTENTION = Contention()
+
+
+def waiting_read(tenant_id: int) -> tuple[str, list[Any]]:
+    """Whether runs of the tenant wait in its lane (a look at the `task_held` index), for the
+    round trip of a run's last write (rowsql.together's `read`)."""
+    table, c = rowsql.names(Task)
+    return (
+        f"SELECT EXISTS (SELECT 1 FROM {table} WHERE {c['tenant']} = %s AND {c['held']})",
+        [tenant_id],
+    )
 
 
 def in_flight_read(lane: Lane) -> tuple[str, list[Any]]:

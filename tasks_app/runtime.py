@@ -254,10 +254,11 @@ def drain(grace: float | None = None) -> None:
 
 async def _hand_over(task: Task) -> None:
     """A run of the task's tenant ended: the next one waiting in its lane may go
-    (tasks_app.lanes). Asked only of a tenant with a cap (its runs all start through its lane)
-    or whose runs waited in their lane when this one was claimed (`task_for_run` read it);
-    runs that began to wait since are handed over by the next run's end or the reaper's round,
-    as is a hand-over that fails."""
+    (tasks_app.lanes). Not asked when the run's last write, which ended the task, read that
+    no run of the tenant waited (`task_events_record`, in the same round trip), unless the
+    tenant has a cap (its runs all start through its lane); a run that ended otherwise (asking
+    for input, failed, canceled) always asks. A hand-over that fails is made by the reaper's
+    round."""
     agent = task.agent  # with its tenant's limits (agents.cache.agent_by_pk)
     lane = Lane.of(agent)
     if not lane.on or not (lane.exact or getattr(task, "lane_waiting", True)):

@@ -199,14 +199,10 @@ def _task_read_sql(scoped: bool, owned: bool, history: str, message_at: bool = F
         )
     message_sql = "NULL"
     if message_at:
-        # For a run, also whether runs of its tenant wait in their lane (the `task_held`
-        # index): only then does the run's end hand one over (tasks_app.runtime).
         message_sql = (
             f"(SELECT m.{col(message, 'data')} FROM {table(message)} m "
             f"WHERE m.{col(message, 'task')} = t.{col(task, 'id')} "
-            f"AND m.{col(message, 'position')} = %(position)s), "
-            f"EXISTS (SELECT 1 FROM {table(task)} h WHERE h.{col(task, 'tenant')} = "
-            f"t.{col(task, 'tenant')} AND h.{col(task, 'held')})"
+            f"AND m.{col(message, 'position')} = %(position)s)"
         )
     where = [f"t.{col(task, 'id')} = %(pk)s"]
     if scoped:
@@ -249,13 +245,12 @@ def _task_read(
     for name in ("status_message", "metadata"):  # JSON arrives as text, as Django's backend asks
         fields[name] = _json(fields[name])
     task = Task.from_db(connection.alias, _READ_FIELDS, list(fields.values()))
-    artifacts, history_json, message = row[len(_READ_FIELDS) : len(_READ_FIELDS) + 3]
+    artifacts, history_json, message = row[len(_READ_FIELDS) :]
     setattr(task, ARTIFACTS_JSON, [_json(a) for a in artifacts])
     if history != "none":
         setattr(task, HISTORY_JSON, [_json(m) for m in history_json])
     if message_at is not None:
         task.message_at = _json(message)
-        task.lane_waiting = row[-1]
     return task
 
 
@@ -274,7 +269,6 @@ def task_for_run(*, task_id: uuid.UUID, position: int) -> tuple[Task, MessagePro
     else:
         task = Task.objects.select_related("agent__tenant").get(pk=task_id)
         data = task.messages.get(position=position).data
-        task.lane_waiting = True  # (the embedded profile: every run's end asks its lane)
     if data is None:
         raise Message.DoesNotExist(f"Task {task_id} has no message at position {position}.")
     return task, ParseDict(data, MessageProto()), task_to_proto(task)

@@ -590,11 +590,14 @@ _held_writes: ContextVar[_HeldWrites | None] = ContextVar("held_writes", default
 
 class Recorded(NamedTuple):
     """What `task_events_record` did: how many events it stored; the error of the first that
-    was not valid, if one was; whether the task ended, and so was released from its run."""
+    was not valid, if one was; whether the task ended, and so was released from its run; and,
+    when it did, whether runs of the tenant waited in its lane then (read in the same round
+    trip: only then does the run's end hand one over, tasks_app.runtime)."""
 
     count: int
     error: InvalidAgentResponseError | None
     released: bool
+    lane_waiting: bool = True
 
 
 def task_events_record(*, task_id: uuid.UUID, events: Sequence[Event]) -> Recorded:
@@ -636,12 +639,14 @@ def task_events_record(*, task_id: uuid.UUID, events: Sequence[Event]) -> Record
         if released:
             task.running_since = task.lease_expires_at = None
             task.runner = ""
-        with rowsql.together():
+        waiting = lanes.waiting_read(task.tenant_id) if released else None
+        with rowsql.together(read=waiting) as batch:
             held.write(task)
             rowsql.update(task, EVENT_FIELDS + RUN_FIELDS if released else EVENT_FIELDS)
         task_pk, seq, state = task.pk, task.last_seq, task.state
         transaction.on_commit(lambda: _ring(task_pk, seq, last_kind, state))
-    return Recorded(recorded, error, released)
+    lane_waiting = batch.row is None or bool(batch.row[0])
+    return Recorded(recorded, error, released, lane_waiting)
 
 
 def _event_apply(task: Task, event: Event) -> str:

@@ -273,17 +273,26 @@ def test_contention_is_another_tenants_send_within_the_setting(settings, monkeyp
     assert lanes.Contention().sent(1) is True  # 0: the window always applies
 
 
-def test_a_run_reads_whether_its_tenants_lane_has_runs_waiting(
+def test_a_runs_last_write_reads_whether_its_tenants_lane_has_runs_waiting(
     settings, make_tenant, make_agent, sends
 ):
-    """What the runtime's hand-over at a run's end goes by (PostgreSQL)."""
-    from tasks_app.selectors import task_for_run
+    """What the runtime's hand-over at a run's end goes by: read in the round trip of the
+    write that ends the task (tasks_app.services.task_events_record)."""
+    from tasks_app.services import task_events_record
+
+    def end(task_id):
+        task = Task.objects.get(pk=task_id)
+        assert task_claim(task_id=task.pk, job_id=task.job_id, runner="w1") == "claimed"
+        done = status(task.pk, TaskState.TASK_STATE_COMPLETED)
+        return task_events_record(task_id=task.pk, events=[done])
 
     settings.A2A_LANE_WINDOW = 1
     agent = make_agent(make_tenant())
     first, second = sends(agent, 2)
     assert Task.objects.get(pk=second).held
-    assert task_for_run(task_id=first, position=0)[0].lane_waiting is True
-    other = make_agent(make_tenant())
-    (alone,) = sends(other)
-    assert task_for_run(task_id=alone, position=0)[0].lane_waiting is False
+    recorded = end(first)
+    assert recorded.released and recorded.lane_waiting is True
+
+    (alone,) = sends(make_agent(make_tenant()))
+    recorded = end(alone)
+    assert recorded.released and recorded.lane_waiting is False
