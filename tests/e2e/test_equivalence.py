@@ -691,13 +691,15 @@ async def connect(
         if binding != GRPC:
             yield Binding(url, binding, version, client, streamer, http)
             return
-        # The sidecar's address and the agent's tenant, as the card advertises them.
+        # The sidecar's address and the agent's tenant, as the card advertises them: the first
+        # GRPC interface of the version, as the SDK takes it (v0.3's is written twice, the
+        # `host:port` target first, then the same as a `grpc://` URL).
         card = await A2ACardResolver(http, url).get_agent_card()
-        (address,) = {
+        address = next(
             i.url
             for i in card.supported_interfaces
             if i.protocol_binding == GRPC and i.protocol_version == version
-        }
+        )
         async with grpc.aio.insecure_channel(address) as channel:
             yield GrpcBinding(
                 url,
