@@ -109,6 +109,14 @@ def _as_a_user_has_it() -> dict[str, str]:
     return env
 
 
+def _as_a_shell_starts_it() -> None:
+    """In the child: the signal dispositions a user's shell gives a command it starts. A test
+    run started in the background (`nohup make test &`) ignores SIGINT and SIGQUIT, and its
+    children inherit that: run.sh could then not trap the interrupt these tests send it."""
+    for number in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(number, signal.SIG_DFL)
+
+
 def _run_sh(
     var: Path,
     port: int,
@@ -133,6 +141,7 @@ def _run_sh(
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_as_a_shell_starts_it,
     )
 
 
@@ -744,6 +753,7 @@ def _make_run_in_a_terminal(
     master, slave = pty.openpty()
 
     def take_the_terminal() -> None:  # in the child, after setsid (start_new_session)
+        _as_a_shell_starts_it()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     env = {**_as_a_user_has_it(), "A2A_VAR_DIR": str(var), **env}
