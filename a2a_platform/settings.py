@@ -382,13 +382,12 @@ A2A_WORKER_GRACE_SECONDS = _positive_float("A2A_WORKER_GRACE_SECONDS", 20.0)
 # workers, so a burst cannot fill every worker; 0 turns lanes off (every run goes to the
 # broker at once, first come first served).
 A2A_LANE_WINDOW = _positive_int("A2A_LANE_WINDOW", 50, allow_zero=True)
-# The window is a share: with a number of seconds here it applies only while tenants compete,
-# that is while another tenant has sent a message through the same process within that time,
-# and a tenant alone has the workers to itself, as without lanes. 0 (the default): the window
-# always applies. Each process tells from the sends it sees itself, so with several web
-# processes a tenant whose client keeps one connection is seen by one of them only: turn it on
-# with one web process, or accept that (docs/limits.md). Caps always hold.
-A2A_LANE_CONTENTION_SECONDS = _positive_float("A2A_LANE_CONTENTION_SECONDS", 0.0, allow_zero=True)
+# The window is a share: it applies only while tenants compete, that is while another tenant
+# has sent a message within this many seconds (the processes that serve sends share what they
+# see through the database, once a second: a tenant seen by any of them counts), and a tenant
+# alone has the workers to itself, as without lanes. 0: the window always applies, a tenant
+# alone too. Caps (running_runs, agent_running_runs) always hold.
+A2A_LANE_CONTENTION_SECONDS = _positive_float("A2A_LANE_CONTENTION_SECONDS", 60.0, allow_zero=True)
 # A new task whose run has waited in its lane this long says why in its status message (once).
 A2A_LANE_NOTE_SECONDS = _positive_float("A2A_LANE_NOTE_SECONDS", 10.0)
 # The plan (by name) of tenants that have none; "" for no limits.

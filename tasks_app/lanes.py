@@ -1,19 +1,22 @@
-"""Run lanes: each tenant's runs reach the workers through a lane of its own, so one tenant's
-backlog never stands in the broker's queue in front of another tenant's runs.
+"""Run lanes: each tenant's runs reach the workers through a lane of its own, so while
+tenants compete one tenant's backlog does not stand in the broker's queue in front of another
+tenant's runs.
 
 A run is *in flight* while its job is handed to the broker or a worker runs it: its task has
-`running_since` set, or a `job_id` that is not `held`. A tenant has at most its *window* of
-runs in flight (with A2A_LANE_CONTENTION_SECONDS set, only while another tenant sent through
-this process within that time, `Contention`): `A2A_LANE_WINDOW` times its plan's weight, and
-no more than its `running_runs` (and, per agent, `agent_running_runs`) limit. A send past the
-window is stored as usual, its task `submitted`, and waits in the lane (`Task.held`, in
-PostgreSQL) instead of the broker. As a run of the tenant ends, the worker hands the lane's
-oldest waiting run to the broker (`promote`) if runs waited as it ended (or the tenant has
-a cap); the reaper's round refills every lane that has room (`lanes_refill`), so a
-hand-over lost with a process is made later, not never.
+`running_since` set, or a `job_id` that is not `held`. While another tenant has sent within
+A2A_LANE_CONTENTION_SECONDS (as every process that serves sends tells the others,
+`Contention`), a tenant has at most its *window* of runs in flight: `A2A_LANE_WINDOW` times its
+plan's weight. A tenant alone has the workers to itself, as without lanes. A `running_runs`
+(and, per agent, `agent_running_runs`) limit always holds. A send past the window is stored as
+usual, its task `submitted`, and waits in the lane (`Task.held`, in PostgreSQL) instead of the
+broker. As a run of the tenant ends, the worker hands the lane's oldest waiting run to the
+broker (`promote`) if runs waited as it ended (or the tenant has a cap); the reaper's round
+refills every lane that has room (`lanes_refill`), so a hand-over lost with a process is made
+later, not never.
 
-So the broker's queue holds at most a window of each tenant's runs, and a tenant with nothing
-queued gets its run started as soon as a worker has a free slot, however long another
+So while tenants compete the broker's queue holds at most a window of each tenant's runs
+sent since (what a tenant queued while it was alone is worked off first), and a tenant with
+nothing queued gets its run started as soon as a worker has a free slot, however long another
 tenant's lane is. With several tenants waiting, each hands over one run as one of its own ends:
 the workers are shared in proportion to the windows (the plans' weights).
 
@@ -32,6 +35,7 @@ import contextlib
 import functools
 import json
 import logging
+import threading
 import time as clock
 import uuid
 from dataclasses import dataclass
@@ -39,7 +43,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Any, NoReturn
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
@@ -128,30 +132,79 @@ def _in_flight_sql() -> str:
 
 
 class Contention:
-    """Which tenants sent lately through this process: a tenant's window (a share) applies
-    only while another tenant has sent within A2A_LANE_CONTENTION_SECONDS. The two most recent
-    senders are enough to tell, in constant time and without I/O: the latest sender other than
-    a tenant is the latest of all, or, if that is the tenant itself, the one before it. Shared
-    by the process's database threads; a race between them can only make one send's answer
-    a moment stale."""
+    """Which tenants sent lately, across the processes that serve sends: a tenant's window (a
+    share) applies only while another tenant has sent within A2A_LANE_CONTENTION_SECONDS.
+
+    A process notes each send in memory, and at most once per `SYNC_SECONDS` (the first send
+    that finds its view that old) writes when its tenants last sent to the `LaneSender` table
+    and reads the latest senders of every process from it: so a tenant seen by another web
+    process (its client keeps its connection there) counts here within a second, on both
+    profiles, without a write per send. The two most recent senders are enough to tell, in
+    constant time: the latest sender other than a tenant is the latest of all, or, if that is
+    the tenant itself, the one before it. Shared by the process's database threads; a race
+    between them can only make one send's answer a moment stale."""
+
+    SYNC_SECONDS = 1.0
 
     def __init__(self) -> None:
         self.latest: tuple[int | None, float] = (None, float("-inf"))
         self.before: tuple[int | None, float] = (None, float("-inf"))
+        self.unwritten: dict[int, float] = {}  # this process's senders since its last write
+        self.synced_at = float("-inf")
+        self.syncing = threading.Lock()
 
     def sent(self, tenant_id: int) -> bool:
         """Note a send of `tenant_id`; whether another tenant sent lately (its window applies)."""
         seconds = settings.A2A_LANE_CONTENTION_SECONDS
         if not seconds:
             return True
-        now = clock.monotonic()
+        now = clock.time()  # the epoch: compared with other processes' times
+        self.unwritten[tenant_id] = now
+        self._note(tenant_id, now)
+        if now - self.synced_at >= self.SYNC_SECONDS and self.syncing.acquire(blocking=False):
+            try:
+                self._sync(now, seconds)
+            finally:
+                self.syncing.release()
         latest, before = self.latest, self.before
         other = before if latest[0] == tenant_id else latest
-        if latest[0] == tenant_id:
-            self.latest = (tenant_id, now)
-        else:
-            self.before, self.latest = latest, (tenant_id, now)
         return other[0] is not None and now - other[1] < seconds
+
+    def _note(self, tenant_id: int, at: float) -> None:
+        latest, before = self.latest, self.before
+        if latest[0] == tenant_id:
+            self.latest = (tenant_id, max(at, latest[1]))
+        elif at >= latest[1]:
+            self.before, self.latest = latest, (tenant_id, at)
+        elif before[0] == tenant_id or at > before[1]:
+            self.before = (tenant_id, max(at, before[1]) if before[0] == tenant_id else at)
+
+    def _sync(self, now: float, seconds: float) -> None:
+        """Write this process's senders, and note the latest two of every process's."""
+        from .models import LaneSender
+
+        self.synced_at = now
+        unwritten, self.unwritten = self.unwritten, {}
+        rows = [
+            LaneSender(tenant_id=tenant, sent_at=datetime.fromtimestamp(at, UTC))
+            for tenant, at in unwritten.items()
+        ]
+        cutoff = datetime.fromtimestamp(now - seconds, UTC)
+        try:
+            with transaction.atomic():  # within a caller's transaction, a savepoint
+                LaneSender.objects.bulk_create(
+                    rows, update_conflicts=True, unique_fields=["tenant"], update_fields=["sent_at"]
+                )
+                latest = list(
+                    LaneSender.objects.filter(sent_at__gt=cutoff)
+                    .order_by("-sent_at")
+                    .values_list("tenant_id", "sent_at")[:2]
+                )
+        except DatabaseError:  # tried again in a second, with the senders seen by then
+            logger.warning("Sharing the tenants that sent lately failed", exc_info=True)
+            return
+        for tenant, at in latest:
+            self._note(tenant, at.timestamp())
 
 
 CONTENTION = Contention()

@@ -205,6 +205,31 @@ class SentMessage(models.Model):
         return f"{self.message_id} -> {self.task_id}"
 
 
+class LaneSender(models.Model):
+    """When a tenant last sent a message, as the processes that serve sends tell one another:
+    a tenant's window (tasks_app.lanes) applies only while another tenant has sent lately,
+    and a client that keeps its connection to one web process is seen by that one only. Each
+    process writes the senders it saw and reads the others at most once a second
+    (`lanes.Contention`); one row per tenant that ever sent."""
+
+    # No foreign key constraint: written in a savepoint of whichever send shares the view,
+    # whose commit must not fail over a tenant deleted meanwhile (its row is then harmless).
+    tenant = models.OneToOneField(
+        "agents.Tenant",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="+",
+        db_constraint=False,
+    )
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["-sent_at"], name="lane_sender_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} sent at {self.sent_at}"
+
+
 class Message(models.Model):
     """One message of a task's history, in order."""
 

@@ -254,10 +254,12 @@ _TENANT_NUMBERS = itertools.count()
 @pytest.fixture(autouse=True)
 def _fresh_agent_cache() -> Iterator[None]:
     """Each test starts with this process's agent and key cache empty, as rows (and their ids)
-    of earlier tests are gone."""
+    of earlier tests are gone, and as a process that has seen no sends."""
     from agents.cache import forget_all
+    from tasks_app import lanes
 
     forget_all()
+    lanes.CONTENTION = lanes.Contention()  # and no record of which tenants sent lately
     yield
     forget_all()
 

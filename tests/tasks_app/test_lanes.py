@@ -3,13 +3,15 @@ in its tenant's lane, what a run's end hands over, and the limits counted there.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from a2a.types import TaskState
 
 from agents.errors import LimitExceeded
 from agents.models import Plan
 from tasks_app import lanes
-from tasks_app.models import IN_FLIGHT, Task, TaskEvent
+from tasks_app.models import IN_FLIGHT, LaneSender, Task, TaskEvent
 from tasks_app.services import (
     task_cancel_request,
     task_claim,
@@ -261,8 +263,9 @@ def test_a_tenant_alone_has_no_window_until_another_tenant_sends(
 def test_contention_is_another_tenants_send_within_the_setting(settings, monkeypatch):
     settings.A2A_LANE_CONTENTION_SECONDS = 60
     now = [1000.0]
-    monkeypatch.setattr(lanes.clock, "monotonic", lambda: now[0])
+    monkeypatch.setattr(lanes.clock, "time", lambda: now[0])
     seen = lanes.Contention()
+    seen._sync = lambda now, seconds: None  # this process's sends alone
     assert seen.sent(1) is False and seen.sent(1) is False  # alone
     assert seen.sent(2) is True  # 1 sent just now
     assert seen.sent(2) is True and seen.sent(1) is True
@@ -271,6 +274,28 @@ def test_contention_is_another_tenants_send_within_the_setting(settings, monkeyp
     assert seen.sent(3) is True and seen.sent(1) is True and seen.sent(2) is True
     settings.A2A_LANE_CONTENTION_SECONDS = 0
     assert lanes.Contention().sent(1) is True  # 0: the window always applies
+
+
+def test_contention_counts_a_tenant_seen_by_another_process_within_a_second(
+    settings, monkeypatch, make_tenant
+):
+    """Two web processes, each seeing one tenant's sends (its client keeps its connection
+    there): each learns of the other's tenant through the database at its next share, at
+    most SYNC_SECONDS later, and not once that tenant's last send is older than the setting."""
+    settings.A2A_LANE_CONTENTION_SECONDS = 60
+    now = [time.time()]
+    monkeypatch.setattr(lanes.clock, "time", lambda: now[0])
+    n, q = make_tenant().pk, make_tenant().pk
+    web1, web2 = lanes.Contention(), lanes.Contention()
+    assert web1.sent(n) is False  # shares: N sent at now
+    assert web2.sent(q) is True  # its first send shares too, and reads N's
+    now[0] += 0.5
+    assert web1.sent(n) is False  # web1 shares again only a second after its last share
+    now[0] += 0.6
+    assert web1.sent(n) is True  # now it has read Q's send from web2
+    now[0] += 61
+    assert web1.sent(n) is False  # Q's last send is older than the setting
+    assert LaneSender.objects.get(tenant_id=n).sent_at.timestamp() == pytest.approx(now[0])
 
 
 def test_a_runs_last_write_reads_whether_its_tenants_lane_has_runs_waiting(
