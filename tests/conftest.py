@@ -251,6 +251,16 @@ class Setup:
 _TENANT_NUMBERS = itertools.count()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _usage_dropped_with_the_test_database(django_db_setup: Any) -> Iterator[None]:
+    """The usage this process counted and has not flushed belongs to the test database, which
+    is dropped after this: not flushed at exit into a database that is gone."""
+    yield
+    from agents import usage
+
+    usage.METER.forget()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_agent_cache() -> Iterator[None]:
     """Each test starts with this process's agent and key cache empty, as rows (and their ids)
