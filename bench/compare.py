@@ -929,14 +929,14 @@ def run_steps(
 ) -> None:
     """Each measurement on each running system in turn (sdk, then platform, then the next
     measurement), so that both meet the same background load on a shared machine. A
-    closed-loop cell is measured `plan.rounds` times, the systems alternating (each round
-    led by the next), and each
-    system's median round (by throughput) is kept, with every round's throughput beside it:
-    the load other jobs put on a shared machine drifts within seconds, and one cell measured
-    once per system put a 30 % swing into a ratio. Figures go into `results` as they come: a
-    system that fails keeps what it measured."""
+    closed-loop or I/O-bound cell is measured `plan.rounds` times, the systems alternating
+    (each round led by the next), and each system's median round (by throughput, or wall
+    time: ROUNDED) is kept, with every round's figure beside it: the load other jobs put on
+    a shared machine drifts within seconds, and one cell measured once per system put a 30 %
+    swing into a ratio. Figures go into `results` as they come: a system that fails keeps what
+    it measured."""
     for path, measure in steps(plan):
-        rounds = plan.rounds if path[0] == "closed" else 1
+        rounds = plan.rounds if path[0] in ROUNDED else 1
         taken: dict[str, list[dict[str, Any]]] = {}
         for n in range(rounds):
             # Each round starts with the next system: what one measurement leaves behind
@@ -961,17 +961,24 @@ def run_steps(
                 node = results[system.name]
                 for key in path[:-1]:
                     node = node.setdefault(key, {})
-                node[path[-1]] = median_round(taken[system.name])
+                node[path[-1]] = median_round(taken[system.name], ROUNDED.get(path[0], "rps"))
                 round_note = f" (round {n + 1}/{rounds})" if rounds > 1 else ""
                 log(f"{system.name:9} {' '.join(path):22} {summary(path, result)}{round_note}")
 
 
-def median_round(taken: list[dict[str, Any]]) -> dict[str, Any]:
-    """Of a cell's rounds, the one with the median throughput, noting every round's."""
+# The scenarios measured `--rounds` times, and the figure that ranks their rounds: the closed
+# loop's throughput, the I/O-bound run's wall time (a round that left runs unfinished ranks
+# last).
+ROUNDED = {"closed": "rps", "io": "wall_s"}
+
+
+def median_round(taken: list[dict[str, Any]], key: str = "rps") -> dict[str, Any]:
+    """Of a cell's rounds, the one with the median `key`, noting every round's."""
     if len(taken) == 1:
         return taken[0]
-    ordered = sorted(taken, key=lambda r: r.get("rps") or 0)
-    return {**ordered[(len(ordered) - 1) // 2], "rounds_rps": [r.get("rps") for r in taken]}
+    unfinished = float("inf") if key == "wall_s" else 0
+    ordered = sorted(taken, key=lambda r: unfinished if r.get(key) is None else r[key])
+    return {**ordered[(len(ordered) - 1) // 2], f"rounds_{key}": [r.get(key) for r in taken]}
 
 
 def fmt_pcts(p: dict[str, Any] | None, keys: tuple[str, ...] = ("p50", "p95", "p99")) -> str:
@@ -1108,8 +1115,14 @@ def rows_for(results: dict[str, dict[str, Any]], systems: list[str], plan: Plan)
                         c.get("sustained_tps"),
                     ),
                 )
+
+    def io_rounds(c: Cell) -> str:
+        rounds = c.get("rounds_wall_s") or []
+        return " / ".join("-" if r is None else num(r) for r in rounds)
+
     for count in plan.io_counts if "io" in plan.scenarios else []:
         cell = cells("io", str(count))
+        rounds = per_system(cell, io_rounds)
         add(
             f"I/O-bound: {count} sends, agent awaits {plan.io_delay:g} s",
             "wall s until all terminal",
@@ -1119,6 +1132,7 @@ def rows_for(results: dict[str, dict[str, Any]], systems: list[str], plan: Plan)
                 else f"{c.get('not_terminal', '-')} unfinished",
                 c.get("wall_s"),
             ),
+            note=f"rounds (s): {rounds}" if rounds else "",
         )  # fmt: skip
     if "memory" in plan.scenarios:
         cell = cells("memory")
@@ -1388,8 +1402,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rounds",
         type=int,
-        help="closed-loop cells measured this many times, the systems alternating; each "
-        "system's median round is reported (3; quick 1)",
+        help="closed-loop and I/O-bound cells measured this many times, the systems "
+        "alternating; each system's median round is reported (3; quick 1)",
     )
     parser.add_argument("--concurrency", help="closed-loop clients (1,16,64; quick 1,16)")
     parser.add_argument("--io-counts", help="I/O-bound send counts (20,200; quick 20)")

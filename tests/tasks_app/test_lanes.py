@@ -24,11 +24,11 @@ from tests.tasks_app.test_services import status
 
 
 @pytest.fixture(autouse=True)
-def contended(settings, monkeypatch):
-    """The window applies whoever sent before (A2A_LANE_CONTENTION_SECONDS=0), with this
-    process's record of recent senders new; the tests of contention itself set it again."""
+def contended(settings):
+    """The window applies whoever sent before (A2A_LANE_CONTENTION_SECONDS=0); the tests of
+    contention itself set it again (each test starts with a new record of recent senders,
+    tests/conftest.py)."""
     settings.A2A_LANE_CONTENTION_SECONDS = 0
-    monkeypatch.setattr(lanes, "CONTENTION", lanes.Contention())
 
 
 @pytest.fixture
