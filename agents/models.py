@@ -406,3 +406,137 @@ class UsageDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}/{self.agent_id} {self.day}"
+
+
+# Signature algorithms an issuer may be registered with: asymmetric only, so a token can never
+# be "signed" with a public key used as an HMAC secret, and never `none`.
+TOKEN_ALGORITHMS = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+# The kinds of A2A operation a token's scopes are checked for (Issuer.scopes).
+SCOPE_OPERATIONS = ("send", "read", "cancel", "push")
+
+
+def _algorithms_valid(value: object) -> None:
+    if not isinstance(value, list) or not value:
+        raise ValidationError("List at least one signature algorithm, e.g. [\"RS256\"].")
+    unknown = [a for a in value if a not in TOKEN_ALGORITHMS]
+    if unknown:
+        raise ValidationError(
+            f"Not an accepted token algorithm: {', '.join(map(str, unknown))} (accepted: "
+            f"{', '.join(TOKEN_ALGORITHMS)}; HMAC and 'none' never are)."
+        )
+
+
+def _audiences_valid(value: object) -> None:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(a, str) and a.strip() for a in value)
+    ):
+        raise ValidationError(
+            "List at least one accepted audience (the `aud` your provider puts in tokens for "
+            "these agents, e.g. the agent's URL or an API identifier)."
+        )
+
+
+def _scopes_valid(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError('Map operations to required scopes, e.g. {"send": ["a2a.send"]}.')
+    unknown = sorted(set(value) - set(SCOPE_OPERATIONS))
+    if unknown:
+        raise ValidationError(
+            f"Not an operation: {', '.join(unknown)} (operations: {', '.join(SCOPE_OPERATIONS)})."
+        )
+    for operation, scopes in value.items():
+        if not isinstance(scopes, list) or not all(
+            isinstance(s, str) and s and " " not in s for s in scopes
+        ):
+            raise ValidationError(
+                f"The scopes of {operation!r} must be a list of scope names without spaces."
+            )
+
+
+def _default_algorithms() -> list[str]:
+    return ["RS256", "ES256"]
+
+
+class Issuer(models.Model):
+    """An OAuth 2.0 / OpenID Connect token issuer whose bearer tokens call a tenant's agents
+    (agents.identity): a tenant's own, or the operator's (no tenant), trusted at every
+    tenant. The token's user (`user_claim`) owns the tasks it creates."""
+
+    tenant = models.ForeignKey(
+        Tenant,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="issuers",
+        help_text="Empty: a platform-wide issuer, trusted at every tenant's agents.",
+    )
+    name = models.CharField(max_length=200, help_text="A label, e.g. 'Okta (staff)'.")
+    issuer = models.URLField(
+        max_length=500,
+        help_text="The `iss` value of its tokens, e.g. https://login.example.com/realms/main. "
+        "Its discovery document is read at <issuer>/.well-known/openid-configuration.",
+    )
+    jwks_uri = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="Where its signing keys are; empty: the discovery document's jwks_uri.",
+    )
+    audiences = models.JSONField(
+        validators=[_audiences_valid],
+        help_text='The accepted `aud` values, e.g. ["https://agents.example.com/"].',
+    )
+    algorithms = models.JSONField(default=_default_algorithms, validators=[_algorithms_valid])
+    user_claim = models.CharField(
+        max_length=100, default="sub", help_text="The claim that names the user (default sub)."
+    )
+    scopes = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[_scopes_valid],
+        help_text='Scopes required per operation, e.g. {"send": ["a2a.send"], "read": '
+        '["a2a.read"]}; an operation not listed needs none.',
+    )
+    # What discovery said, kept for the card (oauth2 flows) and the console: jwks_uri,
+    # token_endpoint, authorization_endpoint, and when it was read.
+    discovered = models.JSONField(default=dict, blank=True, editable=False)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "issuer"],
+                name="issuer_unique_per_tenant",
+                violation_error_message="This issuer is already registered for the tenant.",
+            ),
+            models.UniqueConstraint(
+                fields=["issuer"],
+                condition=models.Q(tenant__isnull=True),
+                name="issuer_unique_platform_wide",
+                violation_error_message="This issuer is already registered platform-wide.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug if self.tenant else '(platform)'}: {self.issuer}"
+
+    @property
+    def discovery_url(self) -> str:
+        return self.issuer.rstrip("/") + "/.well-known/openid-configuration"
+
+    def required_scopes(self, operation: str) -> tuple[str, ...]:
+        return tuple((self.scopes or {}).get(operation, ()))
