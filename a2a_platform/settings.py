@@ -639,6 +639,21 @@ A2A_AGENT_ALLOWED_HOSTS = _push_allowed_hosts("A2A_AGENT_ALLOWED_HOSTS")
 A2A_AGENT_ALLOWED_NETWORKS = _push_allowed_networks("A2A_AGENT_ALLOWED_NETWORKS")
 A2A_AGENT_TIMEOUT_SECONDS = _positive_float("A2A_AGENT_TIMEOUT_SECONDS", 60.0)
 
+# --- OAuth 2.0 / OIDC bearer tokens (agents.identity, docs/identity.md) ---
+# Issuers' discovery documents and key sets are fetched through the SSRF guard; an internal
+# identity provider (Keycloak on a private network) is let through here, not by the push or
+# agent exceptions.
+A2A_IDENTITY_ALLOWED_HOSTS = _push_allowed_hosts("A2A_IDENTITY_ALLOWED_HOSTS")
+A2A_IDENTITY_ALLOWED_NETWORKS = _push_allowed_networks("A2A_IDENTITY_ALLOWED_NETWORKS")
+A2A_IDENTITY_TIMEOUT_SECONDS = _positive_float("A2A_IDENTITY_TIMEOUT_SECONDS", 5.0)
+# How long a process uses an issuer's discovery document and key set before reading them again;
+# a token signed with a key the set does not hold makes it read the set at once, at most once
+# per A2A_JWKS_REFETCH_SECONDS per issuer (so made-up key ids cannot flood the provider).
+A2A_JWKS_CACHE_SECONDS = _positive_float("A2A_JWKS_CACHE_SECONDS", 300.0)
+A2A_JWKS_REFETCH_SECONDS = _positive_float("A2A_JWKS_REFETCH_SECONDS", 10.0)
+# Clock skew allowed when checking a token's exp, nbf and iat.
+A2A_TOKEN_LEEWAY_SECONDS = _positive_float("A2A_TOKEN_LEEWAY_SECONDS", 30.0)
+
 # --- Push delivery: retries with exponential backoff and full jitter ---
 # Defaults: 12 attempts, 30 s doubling up to 6 h between them, about 20 hours in all.
 A2A_PUSH_MAX_ATTEMPTS = _positive_int("A2A_PUSH_MAX_ATTEMPTS", 12)

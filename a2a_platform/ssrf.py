@@ -15,9 +15,11 @@ IPv4-mapped, NAT64 and 6to4 IPv6 addresses are judged by the IPv4 address they c
 
 Each purpose has its own `Policy`: the words its refusals use, and the settings with which an
 operator opens exceptions (exact host names, CIDRs) and sets the default timeout: PUSH
-(A2A_PUSH_ALLOWED_HOSTS, A2A_PUSH_ALLOWED_NETWORKS) and AGENT (A2A_AGENT_ALLOWED_HOSTS,
-A2A_AGENT_ALLOWED_NETWORKS), so that allowing an internal model server for agents does not
-let push configs reach it too. The settings are read on every check, not cached.
+(A2A_PUSH_ALLOWED_HOSTS, A2A_PUSH_ALLOWED_NETWORKS), AGENT (A2A_AGENT_ALLOWED_HOSTS,
+A2A_AGENT_ALLOWED_NETWORKS) and IDENTITY (A2A_IDENTITY_ALLOWED_HOSTS, ..._NETWORKS: the
+discovery documents and key sets of token issuers, agents.identity), so that allowing an
+internal model server for agents does not let push configs reach it too. The settings are
+read on every check, not cached.
 """
 
 from __future__ import annotations
@@ -81,6 +83,13 @@ AGENT = Policy(
     "A2A_AGENT_ALLOWED_HOSTS",
     "A2A_AGENT_ALLOWED_NETWORKS",
     "A2A_AGENT_TIMEOUT_SECONDS",
+)
+
+IDENTITY = Policy(
+    "issuer URL",
+    "A2A_IDENTITY_ALLOWED_HOSTS",
+    "A2A_IDENTITY_ALLOWED_NETWORKS",
+    "A2A_IDENTITY_TIMEOUT_SECONDS",
 )
 
 

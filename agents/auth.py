@@ -1,4 +1,5 @@
-"""Who is calling an agent: API keys, anonymous callers, and the owner scope of their tasks."""
+"""Who is calling an agent: API keys, bearer tokens of a tenant's issuers (agents.identity),
+anonymous callers, and the owner scope of their tasks."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from a2a_platform.db import db
 
-from . import cache
+from . import cache, identity
 from .errors import AuthenticationRequired
 from .models import Agent, ApiKey
 
@@ -38,6 +39,10 @@ class Principal:
     api_key_id: int | None = None
     # The key's own limits (agents.plans), as (name, value) pairs.
     key_limits: tuple[tuple[str, int], ...] = ()
+    # A token's caller: its issuer's row and, per operation its scopes do not cover, the
+    # scopes it lacks (agents.identity.scope_check).
+    issuer_id: int | None = None
+    scopes_missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def hash_secret(secret: str) -> str:
@@ -52,12 +57,15 @@ def new_key_material() -> tuple[str, str]:
 
 
 def credentials_from_headers(headers: dict[str, str]) -> str | None:
-    """The API key from `Authorization: Bearer <key>` or `X-API-Key: <key>` (lower-case names)."""
+    """The API key or token from `Authorization: Bearer <key or token>`, or the API key from
+    `X-API-Key: <key>` (lower-case names)."""
     authorization = headers.get("authorization", "").strip()
     if authorization:
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
-            raise AuthenticationRequired("The Authorization header must be 'Bearer <api key>'.")
+            raise AuthenticationRequired(
+                "The Authorization header must be 'Bearer <api key or token>'."
+            )
         return value.strip()
     api_key = headers.get("x-api-key", "").strip()
     return api_key or None
@@ -85,6 +93,10 @@ async def caller_resolve(
     AuthenticationRequired."""
     prefix = key_prefix(raw_key)
     agent = cache.agent_cached(tenant_slug=tenant_slug, agent_slug=agent_slug)
+    if raw_key is not None and prefix is None and identity.looks_like_token(raw_key):
+        if agent is None:
+            agent, _ = await _caller_rows_once(tenant_slug, agent_slug, None, None)
+        return agent, token_principal(await identity.token_caller(agent=agent, token=raw_key))
     key = cache.key_cached(prefix) if prefix else None
     if agent is None or (prefix and key is None):
         agent, key = await _caller_rows_once(tenant_slug, agent_slug, prefix, agent)
@@ -146,6 +158,10 @@ def key_prefix(raw_key: str | None) -> str | None:
     return parts[1]
 
 
+def token_principal(caller: identity.TokenCaller) -> Principal:
+    return Principal(owner=caller.owner, issuer_id=caller.issuer_id, scopes_missing=caller.missing)
+
+
 def principal_for(
     *, agent: Agent, raw_key: str | None, key: cache.KeyRow | None, require_key: bool = False
 ) -> Principal:
@@ -153,11 +169,16 @@ def principal_for(
     prefix). No database access: the secret is compared with the row's digest here."""
     if raw_key is None:
         if require_key:
-            raise AuthenticationRequired("This operation requires an API key.")
+            raise AuthenticationRequired(
+                "This operation requires an API key or a token.",
+                resource_metadata=identity.resource_metadata_of(agent),
+            )
         if not agent.is_public:
             raise AuthenticationRequired(
                 "This agent is private: send an API key as 'Authorization: Bearer <key>' "
-                "or 'X-API-Key: <key>'."
+                "or 'X-API-Key: <key>', or a token of one of its tenant's issuers as "
+                "'Authorization: Bearer <token>'.",
+                resource_metadata=identity.resource_metadata_of(agent),
             )
         shared = agent.anonymous_scope == Agent.AnonymousScope.SHARED
         return Principal(owner=ANONYMOUS_OWNER, is_anonymous=True, can_list=shared)
@@ -167,7 +188,10 @@ def principal_for(
         or (key.agent_id is not None and key.agent_id != agent.pk)
         or not hmac.compare_digest(key.secret_hash, hash_secret(raw_key))
     ):
-        raise AuthenticationRequired("The API key is not valid for this agent.")
+        raise AuthenticationRequired(
+            "The API key is not valid for this agent.",
+            resource_metadata=identity.resource_metadata_of(agent),
+        )
     return Principal(
         owner=f"key:{key.principal}",
         is_tenant_admin=key.is_tenant_admin,

@@ -26,8 +26,8 @@ from typing import Generic, TypeVar
 from django.conf import settings
 
 from . import plans
-from .models import Agent, ApiKey, Plan, Tenant
-from .selectors import agent_get_active, agent_path_at_domain
+from .models import Agent, ApiKey, Issuer, Plan, Tenant
+from .selectors import agent_get_active, agent_path_at_domain, issuers_for
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -80,6 +80,39 @@ class KeyRow:
     limits: dict[str, int] | None = None
 
 
+@dataclass(frozen=True)
+class IssuerRow:
+    """What token validation needs of an issuer row (agents.identity)."""
+
+    pk: int
+    issuer: str
+    # Where its key set is, if registered; else the discovery document says.
+    jwks_uri: str
+    discovery_url: str
+    audiences: tuple[str, ...]
+    algorithms: tuple[str, ...]
+    user_claim: str
+    # (operation, scopes it needs), for the operations that need any.
+    scopes: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @classmethod
+    def of(cls, issuer: Issuer) -> IssuerRow:
+        return cls(
+            pk=issuer.pk,
+            issuer=issuer.issuer,
+            jwks_uri=issuer.jwks_uri,
+            discovery_url=issuer.discovery_url,
+            audiences=tuple(issuer.audiences),
+            algorithms=tuple(issuer.algorithms),
+            user_claim=issuer.user_claim or "sub",
+            scopes=tuple(
+                (operation, tuple(needed))
+                for operation, needed in sorted((issuer.scopes or {}).items())
+                if needed
+            ),
+        )
+
+
 _agents: _Timed[tuple[str, str], Agent] = _Timed()
 _keys: _Timed[str, KeyRow] = _Timed()
 _agents_by_pk: _Timed[int, Agent] = _Timed()
@@ -89,6 +122,8 @@ _domains: _Timed[str, tuple[str, str]] = _Timed()
 _default_plans: _Timed[str, tuple[Plan | None]] = _Timed()
 # Whether a tenant has an agent with a cap of its own (tasks_app.lanes).
 _agent_caps: _Timed[int, bool] = _Timed()
+# A tenant's active token issuers, its own and the platform-wide ones (agents.identity).
+_issuers: _Timed[int, tuple[IssuerRow, ...]] = _Timed()
 # When this process last wrote (or claimed to write) each key's last_used_at: a cached row
 # still shows the value it was read with.
 _touched: dict[int, datetime] = {}
@@ -231,6 +266,20 @@ def key_load(prefix: str) -> KeyRow | None:
     return key
 
 
+def issuers_cached(tenant_id: int) -> tuple[IssuerRow, ...] | None:
+    return _issuers.get(tenant_id)
+
+
+def issuers_load(tenant_id: int) -> tuple[IssuerRow, ...]:
+    """Read the tenant's active issuers and keep them (none found is kept too: a bearer token
+    at a tenant without issuers is refused without a query, and a new issuer is heard of
+    within A2A_AUTH_CACHE_SECONDS)."""
+    read_at = clock()
+    rows = tuple(IssuerRow.of(issuer) for issuer in issuers_for(tenant_id=tenant_id))
+    _issuers.put(tenant_id, rows, read_at)
+    return rows
+
+
 def key_touch_due(key: KeyRow, now: datetime, every_seconds: float) -> bool:
     """Whether this call should record the key's use: when neither the row nor this process's
     last write is younger than `every_seconds`. Claims the write, so concurrent calls in this
@@ -253,5 +302,6 @@ def forget_all() -> None:
     _domains.clear()
     _default_plans.clear()
     _agent_caps.clear()
+    _issuers.clear()
     with _touch_lock:
         _touched.clear()

@@ -28,16 +28,88 @@ class RequestError(Exception):
         return {}
 
 
+def _challenge(**params: str) -> str:
+    """A `Bearer` challenge (RFC 6750 §3) with these parameters; values are cut to the
+    characters a quoted RFC 6750 parameter may hold (printable ASCII without `"` and `\\`)."""
+    parts = ['realm="a2a"']
+    for name, value in params.items():
+        if value:
+            kept = "".join(c if " " <= c <= "~" and c not in '"\\' else "'" for c in value)
+            parts.append(f'{name}="{kept[:300]}"')
+    return "Bearer " + ", ".join(parts)
+
+
 class AuthenticationRequired(RequestError):
-    """No usable credentials. Every binding answers HTTP 401 (gRPC UNAUTHENTICATED)."""
+    """No usable credentials. Every binding answers HTTP 401 (gRPC UNAUTHENTICATED), with a
+    `WWW-Authenticate: Bearer` challenge that points at the agent's OAuth 2.0 Protected
+    Resource Metadata (RFC 9728 §5.1) when the agent is known."""
 
     http_status = 401
     jsonrpc_code = -32050
     grpc_status = "UNAUTHENTICATED"
     reason = "UNAUTHENTICATED"
+    # RFC 6750's error code for the challenge ("" for none: no credentials were sent).
+    error = ""
+
+    def __init__(self, message: str, *, resource_metadata: str = "") -> None:
+        super().__init__(message)
+        self.resource_metadata = resource_metadata
 
     def headers(self) -> dict[str, str]:
-        return {"WWW-Authenticate": 'Bearer realm="a2a", charset="UTF-8"'}
+        return {
+            "WWW-Authenticate": _challenge(
+                error=self.error,
+                error_description=self.message if self.error else "",
+                resource_metadata=self.resource_metadata,
+            )
+        }
+
+
+class InvalidToken(AuthenticationRequired):
+    """A bearer token that is not valid here (agents.identity): expired, for another
+    audience or issuer, badly signed, or signed with a key or algorithm not accepted."""
+
+    reason = "INVALID_TOKEN"
+    error = "invalid_token"
+
+
+class InsufficientScope(RequestError):
+    """A valid token whose scopes do not cover the operation: HTTP 403, gRPC
+    PERMISSION_DENIED, with the scopes needed in the challenge."""
+
+    http_status = 403
+    jsonrpc_code = -32057
+    grpc_status = "PERMISSION_DENIED"
+    reason = "INSUFFICIENT_SCOPE"
+
+    def __init__(self, message: str, *, scopes: tuple[str, ...], resource_metadata: str = ""):
+        super().__init__(message)
+        self.scopes = scopes
+        self.resource_metadata = resource_metadata
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "WWW-Authenticate": _challenge(
+                error="insufficient_scope",
+                error_description=self.message,
+                scope=" ".join(self.scopes),
+                resource_metadata=self.resource_metadata,
+            )
+        }
+
+
+class IssuerUnavailable(RequestError):
+    """A token's issuer could not be asked for its keys (and none are kept): the token may
+    be good, so HTTP 503 with Retry-After (gRPC UNAVAILABLE), not a 401 that would send the
+    client to fetch a new one."""
+
+    http_status = 503
+    jsonrpc_code = -32058
+    grpc_status = "UNAVAILABLE"
+    reason = "ISSUER_UNAVAILABLE"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "5"}
 
 
 class AgentNotFound(RequestError):

@@ -1,18 +1,57 @@
 """OAuth 2.0 / OpenID Connect bearer tokens as callers of a tenant's agents (docs/identity.md).
 
-A tenant (or the operator, platform-wide) registers issuers (`Issuer`); a token one of them
-signed calls the tenant's agents as its user, who owns the tasks it creates.
+A tenant (or the operator, platform-wide) registers issuers (`Issuer`); a JWT one of them
+signed calls the tenant's agents as its user (the issuer's `user_claim`, `sub` by default), who
+owns the tasks it creates and sees only those, as an API key's principal does.
+
+A token is checked with PyJWT against the issuer's key set: the signature with a key of the set
+(found by `kid`) in an algorithm the issuer was registered with (asymmetric only, so never
+`none` and never an HMAC keyed with a public key), `exp` and `nbf` with A2A_TOKEN_LEEWAY_SECONDS
+of skew, `iss`, and `aud` against the issuer's accepted audiences. The discovery document and
+the key set are fetched through the SSRF guard (a2a_platform.ssrf.IDENTITY) and kept in the
+process for A2A_JWKS_CACHE_SECONDS, so a call with a token makes no network round trip; a
+`kid` the kept set lacks makes the process read the set again at once (a provider's key
+rotation), at most once per A2A_JWKS_REFETCH_SECONDS per set. A set that cannot be read again
+is used as last read (the provider being away does not lock every user out); with none read,
+the call is answered IssuerUnavailable (503), not as a bad token.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .models import Issuer
+import httpx
+import jwt
+from django.conf import settings
+from django.utils import timezone
+
+from a2a_platform import ssrf
+from a2a_platform.db import db
+
+from . import cache
+from .errors import InsufficientScope, InvalidToken, IssuerUnavailable
+from .models import SCOPE_OPERATIONS, TOKEN_ALGORITHMS, Agent, Issuer
+from .selectors import issuers_for
+
+__all__ = ["issuers_for", "protected_resource_metadata_url", "token_caller"]
 
 # RFC 9728 §3: the metadata of a resource is at this well-known path, inserted between the
 # resource's host and its path.
 PROTECTED_RESOURCE_WELL_KNOWN = "/.well-known/oauth-protected-resource"
+# A JWS in compact form: three base64url parts (the signature may be empty: `alg: none`).
+_COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+# Discovery documents and key sets larger than this are refused (real ones are a few KB).
+MAX_DOCUMENT_BYTES = 256 * 1024
+# An owner's user part longer than this is kept as its digest (Task.owner holds 220).
+_USER_CHARS = 180
 
 
 def protected_resource_metadata_url(resource: str) -> str:
@@ -23,12 +62,279 @@ def protected_resource_metadata_url(resource: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, PROTECTED_RESOURCE_WELL_KNOWN + path, "", ""))
 
 
-def issuers_for(*, tenant_id: int) -> list[Issuer]:
-    """The active issuers whose tokens call the tenant's agents: its own, then the
-    platform-wide ones, oldest first."""
-    from django.db.models import Q
+def resource_metadata_of(agent: Agent) -> str:
+    """The metadata URL of the agent at the platform's origin, as 401s point at it."""
+    from .cards import agent_base_url
 
-    return list(
-        Issuer.objects.filter(Q(tenant_id=tenant_id) | Q(tenant__isnull=True), is_active=True)
-        .order_by("tenant_id", "created_at", "pk")
+    return protected_resource_metadata_url(agent_base_url(agent))
+
+
+def looks_like_token(credentials: str) -> bool:
+    """Whether a bearer credential is a JWT (compact JWS) rather than an API key."""
+    return _COMPACT_JWS.fullmatch(credentials) is not None
+
+
+def owner_of(issuer: str, user: str) -> str:
+    """The owner of the tasks a token's user creates: `user:<issuer tag>:<user>`. The tag is
+    a digest of the issuer URL, so the same user of the same provider owns the same tasks
+    whether the issuer is registered by the tenant or platform-wide, or registered again."""
+    tag = hashlib.sha256(issuer.encode()).hexdigest()[:8]
+    if len(user) > _USER_CHARS:
+        user = "sha256-" + hashlib.sha256(user.encode()).hexdigest()
+    return f"user:{tag}:{user}"
+
+
+@dataclass(frozen=True)
+class TokenCaller:
+    """Who a valid token says calls: the owner of its tasks and what its scopes leave out."""
+
+    owner: str
+    user: str
+    issuer_id: int
+    # (operation, scopes it needs that the token lacks), for the operations it may not do.
+    missing: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+async def token_caller(*, agent: Agent, token: str) -> TokenCaller:
+    """The caller a bearer JWT makes at `agent`, or InvalidToken saying what is wrong with
+    it, or IssuerUnavailable."""
+    refused = functools.partial(InvalidToken, resource_metadata=resource_metadata_of(agent))
+    try:
+        header = jwt.get_unverified_header(token)
+        unverified = jwt.decode(token, options={"verify_signature": False})
+    except jwt.InvalidTokenError:
+        raise refused("The bearer token is neither an API key nor a well-formed JWT.") from None
+    alg = header.get("alg")
+    if alg not in TOKEN_ALGORITHMS:
+        raise refused(
+            f"Tokens signed with alg {str(alg)[:20]!r} are not accepted (accepted: "
+            f"{', '.join(TOKEN_ALGORITHMS)})."
+        )
+    named = unverified.get("iss")
+    issuers = cache.issuers_cached(agent.tenant_id)
+    if issuers is None:
+        issuers = await db(cache.issuers_load)(agent.tenant_id)
+    issuer = next((i for i in issuers if i.issuer == named), None)
+    if issuer is None:
+        raise refused(
+            f"Tokens of issuer {str(named)[:200]!r} are not accepted by this agent's tenant."
+            if isinstance(named, str)
+            else "The token names no issuer ('iss')."
+        )
+    if alg not in issuer.algorithms:
+        raise refused(
+            f"This issuer's tokens are accepted signed with {', '.join(issuer.algorithms)}, "
+            f"not {alg}."
+        )
+    key = await signing_key(issuer, header.get("kid"), alg)
+    if key is None:
+        raise refused(
+            f"The token's signing key (kid {str(header.get('kid'))[:80]!r}) is not in the "
+            "issuer's key set."
+        )
+    try:
+        claims = jwt.decode(
+            token,
+            key=key,
+            algorithms=[alg],
+            audience=list(issuer.audiences),
+            issuer=issuer.issuer,
+            leeway=settings.A2A_TOKEN_LEEWAY_SECONDS,
+            options={"require": ["exp", "iss", "aud"]},
+        )
+    except jwt.ExpiredSignatureError:
+        raise refused("The token has expired.") from None
+    except jwt.ImmatureSignatureError:
+        raise refused("The token is not valid yet (nbf or iat is in the future).") from None
+    except jwt.InvalidAudienceError:
+        raise refused(
+            f"The token's audience is not accepted here (accepted: {', '.join(issuer.audiences)})."
+        ) from None
+    except jwt.InvalidSignatureError:
+        raise refused("The token's signature does not verify.") from None
+    except jwt.MissingRequiredClaimError as exc:
+        raise refused(f"The token has no {exc.claim!r} claim.") from None
+    except jwt.InvalidTokenError as exc:
+        raise refused(f"The token is not valid: {exc}.") from None
+    user = claims.get(issuer.user_claim)
+    if isinstance(user, int) and not isinstance(user, bool):
+        user = str(user)
+    if not isinstance(user, str) or not user.strip():
+        raise refused(f"The token has no {issuer.user_claim!r} claim naming its user.")
+    granted = token_scopes(claims)
+    return TokenCaller(
+        owner=owner_of(issuer.issuer, user),
+        user=user,
+        issuer_id=issuer.pk,
+        missing=tuple(
+            (operation, tuple(s for s in needed if s not in granted))
+            for operation, needed in issuer.scopes
+            if not granted.issuperset(needed)
+        ),
     )
+
+
+def token_scopes(claims: dict[str, Any]) -> frozenset[str]:
+    """The scopes a token grants: RFC 8693's `scope` (space-separated), or the `scp` some
+    providers send (a list, or a string)."""
+    granted: set[str] = set()
+    for name in ("scope", "scp"):
+        value = claims.get(name)
+        if isinstance(value, str):
+            granted.update(value.split())
+        elif isinstance(value, list):
+            granted.update(v for v in value if isinstance(v, str))
+    return frozenset(granted)
+
+
+def scope_check(
+    *, agent: Agent, missing: tuple[tuple[str, tuple[str, ...]], ...], operation: str
+) -> None:
+    """InsufficientScope unless the caller's token has the scopes `operation` needs."""
+    assert operation in SCOPE_OPERATIONS, operation
+    for name, scopes in missing:
+        if name == operation:
+            raise InsufficientScope(
+                f"The token lacks the scope{'s' if len(scopes) > 1 else ''} "
+                f"{', '.join(scopes)} that {operation} operations need at this agent.",
+                scopes=scopes,
+                resource_metadata=resource_metadata_of(agent),
+            )
+
+
+# --- key sets ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A document this process read, and when (cache.clock)."""
+
+    document: dict[str, Any]
+    read_at: float
+
+
+# By URL: discovery documents and key sets (as JSON).
+_documents: dict[str, _Kept] = {}
+# The fetches under way, by event loop and URL: concurrent calls share one.
+_fetching: dict[tuple[Any, str], asyncio.Future[_Kept]] = {}
+
+
+async def signing_key(issuer: cache.IssuerRow, kid: object, alg: str) -> jwt.PyJWK | None:
+    """The key of the issuer's set with this `kid` (a token without one: the set's only key
+    fit for `alg`), reading the set again when the kept one lacks it and was read more than
+    A2A_JWKS_REFETCH_SECONDS ago."""
+    jwks_uri = await _jwks_uri(issuer)
+    kept = await _document(jwks_uri, max_age=settings.A2A_JWKS_CACHE_SECONDS)
+    key = _key_in(kept.document, kid, alg)
+    if key is None and cache.clock() - kept.read_at >= settings.A2A_JWKS_REFETCH_SECONDS:
+        kept = await _document(jwks_uri, max_age=0)
+        key = _key_in(kept.document, kid, alg)
+    return key
+
+
+def _key_in(jwks: dict[str, Any], kid: object, alg: str) -> jwt.PyJWK | None:
+    fit = []
+    for data in jwks.get("keys") or ():
+        if not isinstance(data, dict) or data.get("kty") == "oct":  # never a shared secret
+            continue
+        if kid is not None and data.get("kid") != kid:
+            continue
+        if data.get("use") not in (None, "sig") or data.get("alg") not in (None, alg):
+            continue
+        try:
+            fit.append(jwt.PyJWK(data, algorithm=alg))
+        except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError):
+            continue  # not a key of this algorithm's type
+    return fit[0] if len(fit) == 1 else None
+
+
+async def _jwks_uri(issuer: cache.IssuerRow) -> str:
+    if issuer.jwks_uri:
+        return issuer.jwks_uri
+    kept = await _document(issuer.discovery_url, max_age=settings.A2A_JWKS_CACHE_SECONDS)
+    jwks_uri = kept.document.get("jwks_uri")
+    if not isinstance(jwks_uri, str) or not jwks_uri:
+        raise IssuerUnavailable(
+            f"The discovery document of issuer {issuer.issuer} ({issuer.discovery_url}) names "
+            "no jwks_uri."
+        )
+    return jwks_uri
+
+
+async def _document(url: str, *, max_age: float) -> _Kept:
+    """The JSON document at `url` as kept, if read less than `max_age` seconds ago; else read
+    now (once for concurrent calls). A failed read falls back on the kept copy, if any."""
+    kept = _documents.get(url)
+    if kept is not None and cache.clock() - kept.read_at < max_age:
+        return kept
+    try:
+        return await _once(url, functools.partial(_read, url))
+    except IssuerUnavailable:
+        if kept is not None:
+            return kept
+        raise
+
+
+async def _once(url: str, read: Callable[[], Awaitable[_Kept]]) -> _Kept:
+    which = (asyncio.get_running_loop(), url)
+    fetching = _fetching.get(which)
+    if fetching is None:
+        fetching = asyncio.ensure_future(read())
+        _fetching[which] = fetching
+        fetching.add_done_callback(lambda done: _fetch_done(which, done))
+    return await asyncio.shield(fetching)
+
+
+def _fetch_done(which: tuple[Any, str], done: asyncio.Future[_Kept]) -> None:
+    if _fetching.get(which) is done:
+        del _fetching[which]
+    if not done.cancelled():
+        done.exception()  # seen, also when every caller waiting for it went away
+
+
+async def _read(url: str) -> _Kept:
+    read_at = cache.clock()
+    try:
+        async with ssrf.guarded_async_client(policy=ssrf.IDENTITY) as client:
+            response = await client.get(url, headers={"Accept": "application/json"})
+    except ssrf.UnsafeUrl as exc:
+        raise IssuerUnavailable(f"{url} may not be fetched: {exc.reason}") from None
+    except httpx.HTTPError as exc:
+        raise IssuerUnavailable(f"{url} could not be read: {type(exc).__name__}.") from None
+    if response.status_code != 200:
+        raise IssuerUnavailable(f"{url} answered HTTP {response.status_code}.")
+    if len(response.content) > MAX_DOCUMENT_BYTES:
+        raise IssuerUnavailable(f"{url} is larger than {MAX_DOCUMENT_BYTES} bytes.")
+    try:
+        document = json.loads(response.content)
+    except ValueError:
+        raise IssuerUnavailable(f"{url} is not JSON.") from None
+    if not isinstance(document, dict):
+        raise IssuerUnavailable(f"{url} is not a JSON object.")
+    kept = _Kept(document, read_at)
+    if len(_documents) >= cache.MAX_ENTRIES:
+        _documents.clear()
+    _documents[url] = kept
+    if url.endswith("/.well-known/openid-configuration"):
+        await db(discovered_record)(discovery_url=url, document=document)
+    return kept
+
+
+# What of a discovery document is kept on the issuer's row (for its card and the console).
+DISCOVERED_FIELDS = ("jwks_uri", "token_endpoint", "authorization_endpoint", "scopes_supported")
+
+
+def discovered_record(*, discovery_url: str, document: dict[str, Any]) -> None:
+    """Keep what the discovery document says on every issuer row it belongs to, where it
+    changed (so a card can list the provider's OAuth 2.0 flows without fetching anything)."""
+    issuer = discovery_url.removesuffix("/.well-known/openid-configuration")
+    found = {k: document[k] for k in DISCOVERED_FIELDS if k in document}
+    for row in Issuer.objects.filter(issuer__in=(issuer, issuer + "/")):
+        if {k: v for k, v in row.discovered.items() if k != "read_at"} != found:
+            row.discovered = {**found, "read_at": timezone.now().isoformat()}
+            row.save(update_fields=["discovered", "updated_at"])
+
+
+def forget_all() -> None:
+    """Drop every kept discovery document and key set (tests)."""
+    _documents.clear()

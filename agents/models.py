@@ -428,7 +428,7 @@ SCOPE_OPERATIONS = ("send", "read", "cancel", "push")
 
 def _algorithms_valid(value: object) -> None:
     if not isinstance(value, list) or not value:
-        raise ValidationError("List at least one signature algorithm, e.g. [\"RS256\"].")
+        raise ValidationError('List at least one signature algorithm, e.g. ["RS256"].')
     unknown = [a for a in value if a not in TOKEN_ALGORITHMS]
     if unknown:
         raise ValidationError(

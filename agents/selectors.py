@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from .errors import AgentNotFound
-from .models import Agent, SigningKey, Tenant
+from .models import Agent, Issuer, SigningKey, Tenant
 
 
 def agent_get_active(*, tenant_slug: str, agent_slug: str) -> Agent:
@@ -52,3 +52,13 @@ def jwks_for(*, tenant: Tenant | None = None) -> JWKS:
     if tenant is not None:
         keys = keys.filter(tenant=tenant)
     return {"keys": [k.public_jwk for k in keys.order_by("-created_at", "-id")]}
+
+
+def issuers_for(*, tenant_id: int) -> list[Issuer]:
+    """The active issuers whose tokens call the tenant's agents: its own, then the
+    platform-wide ones, oldest first."""
+    return list(
+        Issuer.objects.filter(
+            Q(tenant_id=tenant_id) | Q(tenant__isnull=True), is_active=True
+        ).order_by(F("tenant_id").asc(nulls_last=True), "created_at", "pk")
+    )

@@ -27,7 +27,7 @@ from .executors import (
     executor_secrets_check,
 )
 from .executors.secrets import executor_secrets_seal, executor_secrets_validate
-from .models import Agent, ApiKey, Membership, SigningKey, Tenant
+from .models import Agent, ApiKey, Issuer, Membership, SigningKey, Tenant
 from .validation import agent_fields_check, agent_validate
 
 
@@ -37,6 +37,28 @@ def tenant_create(*, slug: str, name: str = "") -> Tenant:
     tenant.full_clean()
     tenant.save()
     return tenant
+
+
+def issuer_create(
+    *,
+    tenant: Tenant | None,
+    issuer: str,
+    audiences: list[str],
+    name: str = "",
+    **fields: Any,
+) -> Issuer:
+    """Register a token issuer for `tenant` (None: platform-wide). Its discovery document is
+    read at the first token it signs (agents.identity), not here."""
+    row = Issuer(
+        tenant=tenant,
+        issuer=issuer.strip(),
+        audiences=audiences,
+        name=name or issuer.strip(),
+        **fields,
+    )
+    row.full_clean()
+    row.save()
+    return row
 
 
 @transaction.atomic

@@ -35,7 +35,7 @@ from django.views.decorators.csrf import csrf_exempt
 from a2a_platform.db import db
 from a2a_platform.versions import V0_1, V0_3, V1_0
 from agents.cards import agent_card_build
-from agents.errors import AuthenticationRequired, LimitExceeded
+from agents.errors import AuthenticationRequired, InsufficientScope, LimitExceeded
 from push_app.operations import (
     push_config_create,
     push_config_delete,
@@ -554,11 +554,11 @@ async def _dispatch_one(
         if in_batch and method in STREAMING_METHODS:
             raise InvalidRequestError(f"{method} streams its answer and cannot be batched.")
         result = await handler(call, params)
-    except (AuthenticationRequired, LimitExceeded) as exc:
+    except (AuthenticationRequired, InsufficientScope, LimitExceeded) as exc:
         if not in_batch:
-            raise  # a lone request is answered HTTP 401 or 429
-        # In a batch the other calls already ran: their answers must not be lost to a 401 or
-        # a 429; this one is answered in its place.
+            raise  # a lone request is answered HTTP 401, 403 or 429
+        # In a batch the other calls already ran: their answers must not be lost to a 401, a
+        # 403 or a 429; this one is answered in its place.
         return None if is_notification else jsonrpc_response(request_id, exc)
     except AnsweredIn as answered:
         if is_notification:

@@ -534,14 +534,17 @@ LAST_EVENT_ID = Param(
     "Last-Event-ID", {"type": "string"}, "Resume after this event id (SSE reconnection)."
 )
 
-ERRORS_READ = (400, 401, 404, 500)
-ERRORS_BODY = (400, 401, 404, 413, 415, 500)
+ERRORS_READ = (400, 401, 403, 404, 500)
+ERRORS_BODY = (400, 401, 403, 404, 413, 415, 500)
 ERROR_DESCRIPTIONS = {
     400: "Invalid request or parameters (INVALID_ARGUMENT), or the operation is not possible "
     "(FAILED_PRECONDITION: task not cancelable, push notifications not supported, "
     "version not supported: an A2A-Version that disagrees with the path, or a version the "
     "agent does not serve, ...).",
-    401: "An API key is required (private agent), or the key is not valid for this agent.",
+    401: "Credentials are required (private agent), or the API key or bearer token is not "
+    "valid for this agent (UNAUTHENTICATED; INVALID_TOKEN for a token, with the reason).",
+    403: "The bearer token lacks a scope this operation needs (PERMISSION_DENIED, reason "
+    "INSUFFICIENT_SCOPE).",
     404: "No such agent, or no such task (for this caller).",
     413: "The body exceeds A2A_MAX_REQUEST_BYTES.",
     415: "The Content-Type is neither application/json nor application/a2a+json.",
@@ -870,7 +873,9 @@ class A2ARestSchema(AutoSchema):
             unauthorized["headers"] = {
                 "WWW-Authenticate": {
                     "schema": {"type": "string"},
-                    "description": 'Bearer realm="a2a", charset="UTF-8"',
+                    "description": 'Bearer realm="a2a", with error="invalid_token" and its '
+                    "error_description for a refused token, and resource_metadata: the "
+                    "agent's OAuth 2.0 Protected Resource Metadata (RFC 9728).",
                 }
             }
         return operation

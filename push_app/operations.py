@@ -14,13 +14,14 @@ from a2a.types import (
 from a2a_platform.db import db
 from a2a_platform.versions import V1_0
 from tasks_app.errors import InvalidParamsError
-from tasks_app.operations import Caller, check_tenant
+from tasks_app.operations import Caller, check_tenant, permit
 
 from . import selectors, services
 from .errors import push_not_offered
 
 
 def _push_check(caller: Caller) -> None:
+    permit(caller, "push")
     if not caller.agent.push_notifications:
         raise push_not_offered()
 

@@ -52,6 +52,8 @@ export A2A_PUBLIC_BASE_URL="${A2A_PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
 # The development profile may push to webhooks on this machine (production allowlists nothing).
 export A2A_PUSH_ALLOWED_NETWORKS="${A2A_PUSH_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
 export A2A_AGENT_ALLOWED_NETWORKS="${A2A_AGENT_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
+# ... and read token issuers' keys there (a Keycloak on this machine, docs/identity.md).
+export A2A_IDENTITY_ALLOWED_NETWORKS="${A2A_IDENTITY_ALLOWED_NETWORKS-127.0.0.0/8,::1/128}"
 export A2A_METRICS_OPEN="${A2A_METRICS_OPEN-true}"  # a development machine: /metrics without a token
 # Runs still in flight when make run stops go back to the queue after this (see stop() below).
 export A2A_WORKER_GRACE_SECONDS="${A2A_WORKER_GRACE_SECONDS-5}"
@@ -69,7 +71,7 @@ export CELERY_BEAT_REMOTE_CONTROL=true
 # allow what the running platform does: its URLs, the agents' allowlist, the default agent ...
 settings=(A2A_PUBLIC_BASE_URL A2A_GRPC_LISTEN A2A_GRPC_PUBLIC_ADDRESS A2A_GRPC_AGENT_PORTS
   A2A_DEFAULT_AGENT A2A_AGENT_HOST_PATTERN A2A_PUSH_ALLOWED_NETWORKS A2A_AGENT_ALLOWED_NETWORKS
-  A2A_METRICS_OPEN A2A_WORKER_GRACE_SECONDS A2A_ACCESS_LOG DJANGO_SECRET_KEY_FILE)
+  A2A_IDENTITY_ALLOWED_NETWORKS A2A_METRICS_OPEN A2A_WORKER_GRACE_SECONDS A2A_ACCESS_LOG DJANGO_SECRET_KEY_FILE)
 for name in "${settings[@]}"; do
   [ -z "${!name+set}" ] || printf '%s=%s\n' "$name" "${!name}"
 done > "$A2A_VAR_DIR/.run.env.$$"

@@ -39,6 +39,7 @@ from a2a_platform.versions import V1_0
 from agents.auth import Principal
 from agents.cards import agent_card_build
 from agents.errors import AuthenticationRequired, RequestError
+from agents.identity import resource_metadata_of, scope_check
 from agents.models import Agent
 
 from . import selectors, services
@@ -108,6 +109,21 @@ def check_tenant(caller: Caller, tenant: str) -> None:
         )
 
 
+def permit(caller: Caller, operation: str) -> None:
+    """InsufficientScope unless the caller may do this kind of operation (send, read, cancel,
+    push): only a token's scopes can fall short (agents.identity)."""
+    if caller.principal.scopes_missing:
+        scope_check(
+            agent=caller.agent, missing=caller.principal.scopes_missing, operation=operation
+        )
+
+
+def _send_permit(caller: Caller, request: SendMessageRequest) -> None:
+    permit(caller, "send")
+    if request.configuration.HasField("task_push_notification_config") or caller.push_headers:
+        permit(caller, "push")
+
+
 def _deadline(seconds: float) -> float:
     return asyncio.get_running_loop().time() + seconds
 
@@ -142,6 +158,7 @@ async def message_send(
     the client keeps its id. `new_task_id` names the task a new conversation creates (v0.1
     clients choose their task ids)."""
     check_tenant(caller, request.tenant)
+    _send_permit(caller, request)
     blocking = not request.configuration.return_immediately
     # Known before the message is stored: then every ring for its turn reaches the wait below.
     hearing = blocking and await hearing_every_ring()
@@ -172,6 +189,7 @@ async def message_stream(
     the stream of the task that id names; the message is not sent twice.
     """
     check_tenant(caller, request.tenant)
+    _send_permit(caller, request)
     if caller.last_event_id:
         task_id, _, seq = caller.last_event_id.strip().rpartition(":")
         if not task_id or not seq.isdigit():
@@ -276,6 +294,7 @@ async def task_subscribe(
     unlike a send stream, which ends with its turn.
     """
     check_tenant(caller, tenant)
+    permit(caller, "read")
     task = await db(selectors.task_get_row)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
@@ -337,6 +356,7 @@ async def task_cancel(
     """Cancel, and answer with the task as the cancel left it; `with_origin`: (the task, how
     its creator spoke), from the same read."""
     check_tenant(caller, tenant)
+    permit(caller, "cancel")
     task_pk, running, seq = await db(services.task_cancel_request)(
         agent=caller.agent, principal=caller.principal, task_id=task_id
     )
@@ -366,6 +386,7 @@ async def task_get(
     """The task GetTask answers with; `as_json`: as its v1.0 JSON (selectors.task_to_json);
     `with_origin`: (that, how the task's creator spoke), read in the same query."""
     check_tenant(caller, request.tenant)
+    permit(caller, "read")
     return await db(selectors.task_get)(
         agent=caller.agent,
         principal=caller.principal,
@@ -395,6 +416,7 @@ async def task_list(
     of the tasks' v1.0 protobuf; `size_of(task)` measures a task instead where the binding's
     answer is another protobuf, so that the bound holds for what it sends."""
     check_tenant(caller, request.tenant)
+    permit(caller, "read")
     _check_not_future(request)
     return await db(selectors.task_list)(
         agent=caller.agent, principal=caller.principal, request=request, size_of=size_of
@@ -430,6 +452,8 @@ def _iso(moment: datetime) -> str:
 async def extended_card_get(*, caller: Caller) -> AgentCard:
     if caller.principal.is_anonymous:
         raise AuthenticationRequired(
-            "The extended agent card requires authentication: send an API key."
+            "The extended agent card requires authentication: send an API key or a token.",
+            resource_metadata=resource_metadata_of(caller.agent),
         )
+    permit(caller, "read")
     return await db(agent_card_build)(caller.agent, extended=True)

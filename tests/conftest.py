@@ -187,6 +187,9 @@ def live_platform(
         # Push webhooks go to receivers on this machine; retries come quickly.
         "A2A_PUSH_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
         "A2A_AGENT_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
+        # Token issuers are local providers the tests start (tests/e2e/oidc_provider.py).
+        "A2A_IDENTITY_ALLOWED_NETWORKS": "127.0.0.0/8,::1/128",
+        "A2A_JWKS_REFETCH_SECONDS": "0.2",
         "A2A_METRICS_OPEN": "true",
         "A2A_PUSH_BACKOFF_BASE_SECONDS": "0.2",
         "A2A_PUSH_BACKOFF_MAX_SECONDS": "1",

@@ -83,6 +83,7 @@ async def sdk_client(
     metadata: dict[str, str] | None = None,
     name_agent: bool = True,
     grpc_via: str | None = None,
+    token: str | None = None,
 ) -> AsyncIterator[Client]:
     """A client built by the SDK's own factory from the agent's served card, limited to one
     protocol version and one binding (`JSONRPC`, `HTTP+JSON` or `GRPC`).
@@ -92,9 +93,10 @@ async def sdk_client(
     is more gRPC metadata for every call (it overrides those two); a call's own
     `ClientCallContext.service_parameters` override all of them. `name_agent=False`: a v0.3
     gRPC client sends no `a2a-agent` (it reaches the agent by the card's address alone);
-    `grpc_via`: gRPC connects there, the card's address kept as the authority.
+    `grpc_via`: gRPC connects there, the card's address kept as the authority; `token`: a
+    bearer token sent as `Authorization: Bearer` (header or metadata) instead of a key.
     """
-    headers = {"X-API-Key": key} if key else {}
+    headers = credential_headers(key, token)
     async with httpx.AsyncClient(headers=headers, timeout=60, transport=Loopback()) as http:
         card = await A2ACardResolver(http, agent_url).get_agent_card()
         only = AgentCard()
@@ -117,7 +119,7 @@ async def sdk_client(
         )
         interceptors: list[ClientCallInterceptor] = []
         if binding == GRPC:
-            parameters = {"x-api-key": key} if key else {}
+            parameters = {k.lower(): v for k, v in credential_headers(key, token).items()}
             if version == PROTOCOL_VERSION_0_3 and name_agent:
                 parameters[AGENT_METADATA] = grpc_tenant(card)
             parameters.update(metadata or {})
@@ -129,6 +131,13 @@ async def sdk_client(
             yield client
         finally:
             await client.close()
+
+
+def credential_headers(key: str | None, token: str | None = None) -> dict[str, str]:
+    """The headers (or gRPC metadata, lower-cased) that carry a key or a bearer token."""
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    return {"X-API-Key": key} if key else {}
 
 
 def user_message(text: str, message_id: str, **fields: Any) -> Message:

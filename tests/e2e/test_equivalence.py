@@ -83,6 +83,7 @@ from .clients import (
     JSONRPC,
     V0_3,
     V1_0,
+    credential_headers,
     grpc_tenant,
     sdk_client,
     send,
@@ -562,10 +563,18 @@ class GrpcBinding(Binding):
     """gRPC: the SDK's gRPC clients, and the generated stubs for the raw calls (the key as
     `x-api-key` metadata; the agent as the v1.0 request's `tenant`, or v0.3 `a2a-agent`)."""
 
-    def __init__(self, *args: Any, channel: grpc.aio.Channel, tenant: str, key: str | None) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        channel: grpc.aio.Channel,
+        tenant: str,
+        key: str | None,
+        token: str | None = None,
+    ) -> None:
         super().__init__(*args)
         self.tenant = tenant
         self.key = key
+        self.token = token
         self.channel = channel
         self.stub: Any = (
             pb10_grpc.A2AServiceStub(channel)
@@ -575,8 +584,7 @@ class GrpcBinding(Binding):
 
     def _metadata(self) -> list[tuple[str, str]]:
         metadata = [("a2a-version", self.version)]
-        if self.key:
-            metadata.append(("x-api-key", self.key))
+        metadata += [(k.lower(), v) for k, v in credential_headers(self.key, self.token).items()]
         if self.version == V0_3:
             metadata.append((AGENT_METADATA, self.tenant))
         return metadata
@@ -679,13 +687,17 @@ class GrpcBinding(Binding):
 
 @asynccontextmanager
 async def connect(
-    url: str, key: str | None, combination: tuple[str, str]
+    url: str, key: str | None, combination: tuple[str, str], *, token: str | None = None
 ) -> AsyncIterator[Binding]:
+    """One combination's clients with a key, or with a bearer `token` instead."""
     binding, version = combination
-    headers = {"X-API-Key": key} if key else {}
+    headers = credential_headers(key, token)
+    credentials = {"key": key, "token": token}
     async with (
-        sdk_client(url, key=key, version=version, binding=binding) as client,
-        sdk_client(url, key=key, version=version, binding=binding, streaming=True) as streamer,
+        sdk_client(url, **credentials, version=version, binding=binding) as client,
+        sdk_client(
+            url, **credentials, version=version, binding=binding, streaming=True
+        ) as streamer,
         httpx.AsyncClient(headers=headers, timeout=30) as http,
     ):
         if binding != GRPC:
@@ -711,6 +723,7 @@ async def connect(
                 channel=channel,
                 tenant=grpc_tenant(card),
                 key=key,
+                token=token,
             )
 
 

@@ -802,7 +802,7 @@ def test_private_agent_rejects_bad_credentials(
         error = response.json()["error"]
         assert error["code"] == -32050 and error["data"][0]["reason"] == "UNAUTHENTICATED"
     assert (
-        "must be 'Bearer <api key>'"
+        "must be 'Bearer <api key or token>'"
         in post(http, url, body, {**d.headers, "Authorization": "Basic eHg="}).json()["error"][
             "message"
         ]

@@ -177,9 +177,7 @@ def test_statements_together_are_one_statement_and_one_transaction(make_tenant, 
         rowsql.append(event, within="task", order="seq", unique=("task", "seq"))
 
 
-def test_a_read_together_with_the_statements_sees_the_database_before_them(
-    make_tenant, make_agent
-):
+def test_a_read_together_with_the_statements_sees_the_database_before_them(make_tenant, make_agent):
     from django.test.utils import CaptureQueriesContext
 
     agent = make_agent(make_tenant())

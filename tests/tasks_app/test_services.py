@@ -207,8 +207,9 @@ def test_artifact_chunks_append_and_replace(agent):
     # The event log keeps every chunk as it was sent.
     chunks = [
         e.data["artifactUpdate"]["artifact"]["parts"]
-        for e in TaskEvent.objects.filter(task_id=task_id, kind=TaskEvent.Kind.ARTIFACT)
-        .order_by("seq")
+        for e in TaskEvent.objects.filter(task_id=task_id, kind=TaskEvent.Kind.ARTIFACT).order_by(
+            "seq"
+        )
     ]
     assert chunks[:3] == [[{"text": "one "}], [{"text": "two "}], [{"text": "three"}]]
 
