@@ -23,8 +23,9 @@ import functools
 import hashlib
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -95,9 +96,42 @@ class TokenCaller:
     missing: tuple[tuple[str, tuple[str, ...]], ...]
 
 
+@dataclass(frozen=True)
+class _Verified:
+    """A token this process verified: what it made, against which issuer row, and until when
+    that may be used without verifying it again (cache.clock)."""
+
+    caller: TokenCaller
+    issuer: cache.IssuerRow
+    until: float
+
+
+# By (tenant, token): tokens verified lately. A client sends the same token for minutes, and
+# verifying it (three base64 and JSON passes and a signature) cost a GetTask a third of its
+# throughput, measured; a hit is a lookup. An entry is used only while its issuer row is still
+# the tenant's as read now (a changed or deactivated issuer ends it within
+# A2A_AUTH_CACHE_SECONDS), before the token's `exp` (time.time()), and for no longer than the
+# key set it was verified with is kept (A2A_JWKS_CACHE_SECONDS: a key the provider withdrew
+# stops working then, as it would without this cache).
+_verified: dict[tuple[int, str], _Verified] = {}
+VERIFIED_ENTRIES = 4096
+
+
 async def token_caller(*, agent: Agent, token: str) -> TokenCaller:
     """The caller a bearer JWT makes at `agent`, or InvalidToken saying what is wrong with
     it, or IssuerUnavailable."""
+    issuers = cache.issuers_cached(agent.tenant_id)
+    if issuers is None:
+        issuers = await db(cache.issuers_load)(agent.tenant_id)
+    seen = _verified.get((agent.tenant_id, token))
+    if seen is not None and cache.clock() < seen.until and seen.issuer in issuers:
+        return seen.caller
+    return await _token_verify(agent, token, issuers)
+
+
+async def _token_verify(
+    agent: Agent, token: str, issuers: tuple[cache.IssuerRow, ...]
+) -> TokenCaller:
     refused = functools.partial(InvalidToken, resource_metadata=resource_metadata_of(agent))
     try:
         header = jwt.get_unverified_header(token)
@@ -111,9 +145,6 @@ async def token_caller(*, agent: Agent, token: str) -> TokenCaller:
             f"{', '.join(TOKEN_ALGORITHMS)})."
         )
     named = unverified.get("iss")
-    issuers = cache.issuers_cached(agent.tenant_id)
-    if issuers is None:
-        issuers = await db(cache.issuers_load)(agent.tenant_id)
     issuer = next((i for i in issuers if i.issuer == named), None)
     if issuer is None:
         raise refused(
@@ -162,7 +193,7 @@ async def token_caller(*, agent: Agent, token: str) -> TokenCaller:
     if not isinstance(user, str) or not user.strip():
         raise refused(f"The token has no {issuer.user_claim!r} claim naming its user.")
     granted = token_scopes(claims)
-    return TokenCaller(
+    caller = TokenCaller(
         owner=owner_of(issuer.issuer, user),
         user=user,
         issuer_id=issuer.pk,
@@ -172,6 +203,21 @@ async def token_caller(*, agent: Agent, token: str) -> TokenCaller:
             if not granted.issuperset(needed)
         ),
     )
+    _remember(agent.tenant_id, token, caller, issuer, expires=float(claims["exp"]))
+    return caller
+
+
+def _remember(
+    tenant_id: int, token: str, caller: TokenCaller, issuer: cache.IssuerRow, expires: float
+) -> None:
+    now = cache.clock()
+    # `exp` is wall-clock time; the cache runs on cache.clock (monotonic): carried across.
+    until = min(now + settings.A2A_JWKS_CACHE_SECONDS, now + (expires - time.time()))
+    if until <= now:
+        return
+    if len(_verified) >= VERIFIED_ENTRIES:
+        _verified.clear()
+    _verified[(tenant_id, token)] = _Verified(caller, issuer, until)
 
 
 def token_scopes(claims: dict[str, Any]) -> frozenset[str]:
@@ -207,10 +253,12 @@ def scope_check(
 
 @dataclass(frozen=True)
 class _Kept:
-    """A document this process read, and when (cache.clock)."""
+    """A document this process read, and when (cache.clock); for a key set, the keys made
+    of it so far, by (kid, alg)."""
 
     document: dict[str, Any]
     read_at: float
+    keys: dict[tuple[object, str], jwt.PyJWK | None] = field(default_factory=dict, compare=False)
 
 
 # By URL: discovery documents and key sets (as JSON).
@@ -225,11 +273,20 @@ async def signing_key(issuer: cache.IssuerRow, kid: object, alg: str) -> jwt.PyJ
     A2A_JWKS_REFETCH_SECONDS ago."""
     jwks_uri = await _jwks_uri(issuer)
     kept = await _document(jwks_uri, max_age=settings.A2A_JWKS_CACHE_SECONDS)
-    key = _key_in(kept.document, kid, alg)
+    key = _key_of(kept, kid, alg)
     if key is None and cache.clock() - kept.read_at >= settings.A2A_JWKS_REFETCH_SECONDS:
         kept = await _document(jwks_uri, max_age=0)
-        key = _key_in(kept.document, kid, alg)
+        key = _key_of(kept, kid, alg)
     return key
+
+
+def _key_of(kept: _Kept, kid: object, alg: str) -> jwt.PyJWK | None:
+    which = (kid if isinstance(kid, str | None) else repr(kid), alg)
+    if which not in kept.keys:
+        if len(kept.keys) >= 64:  # made-up kids: each is looked for once per set read
+            kept.keys.clear()
+        kept.keys[which] = _key_in(kept.document, kid, alg)
+    return kept.keys[which]
 
 
 def _key_in(jwks: dict[str, Any], kid: object, alg: str) -> jwt.PyJWK | None:
@@ -336,5 +393,6 @@ def discovered_record(*, discovery_url: str, document: dict[str, Any]) -> None:
 
 
 def forget_all() -> None:
-    """Drop every kept discovery document and key set (tests)."""
+    """Drop every kept discovery document, key set and verified token (tests)."""
     _documents.clear()
+    _verified.clear()

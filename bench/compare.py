@@ -55,6 +55,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -168,6 +169,61 @@ def platform_processes(
 # --- plan -----------------------------------------------------------------------------------
 
 
+# The closed-loop operations; `<op>_token` is `<op>` called with a bearer token of an issuer
+# the bench registers (BenchIssuer) instead of an API key: the a2a-sdk server has no tokens.
+ALL_OPS = "send,send_nowait,get,stream,send_token,get_token"
+TOKEN_SUFFIX = "_token"
+
+
+class Unsupported(Exception):
+    """A measurement a system cannot take (its cell shows "-", the system goes on)."""
+
+
+class BenchIssuer:
+    """A token issuer for the bearer-token rows: an RS256 key whose set it serves at
+    `jwks_uri` (a stdlib server on 127.0.0.1, in a thread of this process, read once by each
+    platform process and then kept), and the tokens it signs."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        from jwt.algorithms import RSAAlgorithm
+
+        self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        jwk = RSAAlgorithm.to_jwk(self.private.public_key(), as_dict=True)
+        body = json.dumps({"keys": [{**jwk, "kid": "bench", "alg": "RS256", "use": "sig"}]})
+        self.reads = 0
+        issuer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                issuer.reads += 1
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}/bench"
+        self.jwks_uri = f"{self.issuer}/keys"
+
+    def token(self, audience: str) -> str:
+        import jwt
+
+        now = int(time.time())
+        claims = {"iss": self.issuer, "sub": "bench", "aud": audience, "iat": now}
+        claims["exp"] = now + 24 * 3600
+        return jwt.encode(claims, self.private, algorithm="RS256", headers={"kid": "bench"})
+
+
 @dataclass
 class Plan:
     duration: float
@@ -202,7 +258,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
         duration=pick(args.duration, 6.0, 2.0),
         warmup=pick(args.warmup, 1.0, 0.5),
         concurrency=ints(pick(args.concurrency, "1,16,64", "1,16")),
-        ops=pick(args.ops, "send,send_nowait,get,stream", "send,send_nowait,get,stream").split(","),
+        ops=pick(args.ops, ALL_OPS, ALL_OPS).split(","),
         io_counts=ints(pick(args.io_counts, "20,200", "20")),
         io_delay=2.0,
         memory_runs=pick(args.memory_runs, 1000, 50),
@@ -446,6 +502,10 @@ class System:
         """What every load.py spec for this system carries."""
         return {"key": self.key, "watch": self.watch}
 
+    def bearer_token(self) -> str:
+        """A token its agents accept in place of the key (the `_token` rows)."""
+        raise Unsupported(f"{self.label} takes no bearer tokens")
+
     def check_alive(self) -> None:
         for proc in self.procs:
             if proc.popen.poll() is not None:
@@ -603,6 +663,8 @@ class PlatformSystem(System):
                 "A2A_VAR_DIR": str(self.var),
                 "A2A_PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
                 "A2A_METRICS_OPEN": "true",
+                # The bench's token issuer (BenchIssuer) serves its key set on this machine.
+                "A2A_IDENTITY_ALLOWED_NETWORKS": "127.0.0.0/8",
                 "PYTHONWARNINGS": "ignore",
             }
         )
@@ -644,6 +706,20 @@ class PlatformSystem(System):
         agents and key (a scenario with tenants of its own says its own)."""
         made = self.seed_script("setup", "--agents", json.dumps(agents_for(self.plan)))
         self.key = made["key"]
+        if any(op.endswith(TOKEN_SUFFIX) for op in self.plan.ops):
+            self.issuer, self.audience = BenchIssuer(), made["agents"]["echo"]["url"]
+            self.tokens = self.seed_script(
+                "issuer",
+                "--issuer", self.issuer.issuer,
+                "--jwks-uri", self.issuer.jwks_uri,
+                "--audience", self.audience,
+            )  # fmt: skip
+
+    def bearer_token(self) -> str:
+        tokens = getattr(self, "tokens", {})
+        if not tokens.get("supported"):
+            raise Unsupported(tokens.get("reason", "no token issuer was registered"))
+        return self.issuer.token(self.audience)
 
     def start(self) -> None:
         port = free_port()
@@ -824,8 +900,12 @@ def steps(plan: Plan) -> list[tuple[tuple[str, ...], Measure]]:
 
 
 def measure_closed(system: System, plan: Plan, op: str, concurrency: int) -> dict[str, Any]:
+    credentials = {}
+    if op.endswith(TOKEN_SUFFIX):
+        op, credentials = op.removesuffix(TOKEN_SUFFIX), {"token": system.bearer_token()}
     spec = {
         **system.common(),
+        **credentials,
         "kind": "closed",
         "op": op,
         "url": system.url("echo"),
@@ -952,6 +1032,9 @@ def run_steps(
                     if sessions is not None and (after := system.db_sessions()) is not None:
                         # Connections the system opened meanwhile: a pool that works opens few.
                         result["db_sessions_opened"] = after - sessions
+                except Unsupported as exc:
+                    log(f"{system.name:9} {' '.join(path):22} not measured: {exc}")
+                    continue
                 except Exception as exc:  # noqa: BLE001 (recorded; the other systems go on)
                     system.failed = str(exc)
                     results[system.name]["failed"] = str(exc)
@@ -1023,6 +1106,8 @@ OP_NAMES = {
     "send_nowait": "SendMessage returnImmediately",
     "get": "GetTask",
     "stream": "SendStreamingMessage",
+    "send_token": "SendMessage blocking, bearer token",
+    "get_token": "GetTask, bearer token",
 }
 
 
@@ -1392,7 +1477,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="one system at a time (default: sdk and platform both up, measured in turn)",
     )
     parser.add_argument("--scenarios", help="subset of closed,io,memory,cancel,scale")
-    parser.add_argument("--ops", help="closed-loop operations: send,send_nowait,get,stream")
+    parser.add_argument("--ops", help=f"closed-loop operations: {ALL_OPS}")
     parser.add_argument(
         "--duration", type=float, help="seconds measured per closed-loop cell (6; quick 2)"
     )

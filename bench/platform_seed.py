@@ -4,6 +4,8 @@
     <platform python> bench/platform_seed.py --platform-dir DIR setup --agents '{"echo": {}}'
     <platform python> bench/platform_seed.py --platform-dir DIR seed-tasks --agent scale1000 \\
         --start 0 --count 1000
+    <platform python> bench/platform_seed.py --platform-dir DIR issuer --issuer URL \\
+        --jwks-uri URL --audience URL
     <platform python> bench/platform_seed.py --platform-dir DIR tenants --spec \\
         '{"quiet": {"agents": {"echo": {}}}, "noisy": {"agents": {"slow": {"delay_seconds": 2}},
           "limits": {"running_runs": 50}}}'
@@ -83,6 +85,29 @@ def setup(tenant_slug: str, agents: dict[str, dict[str, Any]]) -> dict[str, Any]
     out["key"] = secret
     out["owner"] = f"key:{SEED_OWNER_PRINCIPAL}"  # agents.auth: the owner of a key's tasks
     return out
+
+
+# --- a token issuer -----------------------------------------------------------------------
+
+
+def issuer(tenant_slug: str, *, issuer_url: str, jwks_uri: str, audience: str) -> dict[str, Any]:
+    """The bench's own token issuer registered for the tenant (bench/compare.py serves its key
+    set); `supported` False where the platform has no token issuers."""
+    from agents import models
+
+    if not hasattr(models, "Issuer"):
+        return {"supported": False, "reason": "this platform has no agents.models.Issuer"}
+    tenant = models.Tenant.objects.get(slug=tenant_slug)
+    models.Issuer.objects.filter(tenant=tenant, issuer=issuer_url).delete()
+    models.Issuer.objects.create(
+        tenant=tenant,
+        name="bench",
+        issuer=issuer_url,
+        jwks_uri=jwks_uri,
+        audiences=[audience],
+        algorithms=["RS256"],
+    )
+    return {"supported": True}
 
 
 # --- a plan for a tenant -------------------------------------------------------------------
@@ -358,6 +383,9 @@ def main() -> None:
     commands.add_parser("tenants").add_argument(
         "--spec", required=True, help='JSON: {tenant: {"agents": {...}, "limits": {...}}}'
     )
+    issued = commands.add_parser("issuer")
+    for name in ("--issuer", "--jwks-uri", "--audience"):
+        issued.add_argument(name, required=True)
     seed = commands.add_parser("seed-tasks")
     seed.add_argument("--agent", required=True)
     seed.add_argument("--start", type=int, default=0)
@@ -381,6 +409,10 @@ def main() -> None:
         result = setup(args.tenant, json.loads(args.agents))
     elif args.command == "tenants":
         result = tenants(json.loads(args.spec))
+    elif args.command == "issuer":
+        result = issuer(
+            args.tenant, issuer_url=args.issuer, jwks_uri=args.jwks_uri, audience=args.audience
+        )
     else:
         result = seed_tasks(
             agent_slug=args.agent, tenant_slug=args.tenant, start=args.start, count=args.count

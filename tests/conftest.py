@@ -268,13 +268,15 @@ def _usage_dropped_with_the_test_database(django_db_setup: Any) -> Iterator[None
 def _fresh_agent_cache() -> Iterator[None]:
     """Each test starts with this process's agent and key cache empty, as rows (and their ids)
     of earlier tests are gone, and as a process that has seen no sends."""
-    from agents.cache import forget_all
+    from agents import cache, identity
     from tasks_app import lanes
 
-    forget_all()
+    cache.forget_all()
+    identity.forget_all()  # no key set read and no token verified
     lanes.CONTENTION = lanes.Contention()  # and no record of which tenants sent lately
     yield
-    forget_all()
+    cache.forget_all()
+    identity.forget_all()
 
 
 @pytest.fixture

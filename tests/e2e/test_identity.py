@@ -329,3 +329,19 @@ def test_a_platform_wide_issuer_is_trusted_at_every_tenant(
         assert answer.status_code == 200 and "result" in answer.json(), answer.text
     finally:
         Issuer.objects.filter(tenant=None).delete()
+
+
+def test_a_deactivated_issuer_stops_its_tokens_within_the_cache_bound(deploy, provider):
+    url, agent = deploy()
+    token = provider.token("grace", audience=url)
+    for _ in range(3):  # verified once, then taken from the process's verified tokens
+        answer = send_with(url, token)
+        assert answer.status_code == 200 and "result" in answer.json(), answer.text
+    Issuer.objects.filter(tenant=agent.tenant).update(is_active=False)
+    for _ in range(40):  # A2A_AUTH_CACHE_SECONDS: 1
+        answer = send_with(url, token)
+        if answer.status_code == 401:
+            break
+        time.sleep(0.1)
+    assert answer.status_code == 401, answer.text
+    assert "not accepted by this agent's tenant" in answer.json()["error"]["message"]
