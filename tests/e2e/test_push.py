@@ -20,6 +20,7 @@ import jwt
 import pytest
 
 from a2a_platform.ssrf import UnsafeUrl, url_check
+from agents.crypto import decrypt
 from agents.signing import PushSignatureInvalid, push_signature_verify
 from push_app.models import Delivery, DeliveryAttempt, PushConfig
 from tasks_app.models import TaskEvent
@@ -629,19 +630,21 @@ def test_config_crud_round_trip(http, echo):
     got = result_of(
         rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
     )
+    # Without its token and credentials: they are write-only.
     assert got == {
         "id": "a",
         "taskId": task["id"],
         "url": url,
-        "token": token,
-        "authentication": {"scheme": "Bearer", "credentials": credentials},
+        "authentication": {"scheme": "Bearer"},
     }
     listed = result_of(rpc(http, echo, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}))
     assert [c["id"] for c in listed["configs"]] == ["a", "b"]
+    assert listed["configs"][0] == got
     # Secrets are encrypted at rest (long enough not to occur in the ciphertext's base64 by chance).
     stored = PushConfig.objects.get(task_id=task["id"], config_id="a")
-    assert token not in stored.token_encrypted
+    assert token not in stored.token_encrypted and decrypt(stored.token_encrypted) == token
     assert credentials not in stored.auth_credentials_encrypted
+    assert decrypt(stored.auth_credentials_encrypted) == credentials
     assert (
         result_of(
             rpc(http, echo, "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
