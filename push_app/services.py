@@ -80,9 +80,9 @@ def push_config_set(
     checked: bool = False,
     headers: dict[str, str] | None = None,
 ) -> TaskPushNotificationConfig:
-    """Create, or replace the config with the same id: whole, as the specification's set
-    does, so a token or credentials the new config leaves out are removed, not kept from the
-    old one (which might have been for another URL). `task` is already the caller's;
+    """Create, or replace the config with the same id: whole, with the config given, so a
+    token or credentials it leaves out are removed, not kept from the old one (which might
+    have been for another URL). `task` is already the caller's;
     `checked`: the URL already passed the SSRF guard (inline configs, before the lock)."""
     if not checked:
         push_url_validate(config.url)

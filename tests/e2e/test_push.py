@@ -919,7 +919,7 @@ def test_no_answer_carries_a_configs_secrets_but_every_delivery_does(
 
 def test_a_config_set_back_as_it_was_read_has_no_secrets_left(http, echo, receivers):
     """Set replaces the whole config: a client that sets back what it read, without the
-    secrets, removes them (the specification's set; docs/decisions.md). Sending them again
+    secrets, removes them (docs/decisions.md, "Write-only push secrets"). Sending them again
     puts them back."""
     receiver = receivers().start()
     task = first_turn(http, echo)

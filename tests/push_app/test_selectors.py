@@ -85,8 +85,8 @@ def test_v01_headers_are_kept_for_deliveries_and_never_read(task):
 
 
 def test_a_replace_without_secrets_removes_them(task):
-    """Set replaces the whole config (the specification's set): the old token is not kept for
-    a config that leaves it out, which might now name another URL."""
+    """Set replaces the whole config: the old token is not kept for a config that leaves it
+    out, which might now name another URL."""
     _create(task, token=TOKEN)
 
     _create(task)
