@@ -40,7 +40,6 @@ from push_app.operations import (
     push_config_create,
     push_config_delete,
     push_config_get,
-    push_config_get_v01,
     push_config_list,
 )
 from tasks_app.errors import (
@@ -334,12 +333,16 @@ async def v01_get_card(call: Caller, params: dict[str, Any]) -> Any:
 
 async def v01_push_set(call: Caller, params: dict[str, Any]) -> Any:
     config, headers = v01.v01_push_set_request(params)
-    await push_config_create(caller=call, config=config, headers=headers)
-    return {"url": config.url, "headers": headers}
+    return v01.v01_push_config_json(
+        await push_config_create(caller=call, config=config, headers=headers)
+    )
 
 
 async def v01_push_get(call: Caller, params: dict[str, Any]) -> Any:
-    return await push_config_get_v01(caller=call, task_id=v01.v01_push_get_task_id(params))
+    task_id = v01.v01_push_get_task_id(params)
+    # v0.1 names no config: the task's first.
+    config = await push_config_get(caller=call, task_id=task_id, config_id="")
+    return v01.v01_push_config_json(config)
 
 
 # --- no version header: the dialect of the task's creator -------------------------------------

@@ -611,6 +611,11 @@ PUSH_OFF = (
     " An agent that does not offer push notifications (its card's "
     "capabilities.pushNotifications is false) answers 400 PUSH_NOTIFICATION_NOT_SUPPORTED."
 )
+# Said by every operation that answers a config.
+PUSH_WRITE_ONLY = (
+    " A config's `token` and `authentication.credentials` are write-only: they are sent with "
+    "each notification but never answered (the authentication's scheme is)."
+)
 
 
 def _push_list_query(dialect: str) -> list[Param]:
@@ -730,7 +735,7 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
         "List a task's push notification configs",
         "The task's configs, ordered by id, a page at a time (v0.3: `configs`, plus "
         "`nextPageToken` when there is another page; the `json` and `mapping` spellings answer a "
-        "bare array, one page)." + PUSH_OFF,
+        "bare array, one page)." + PUSH_WRITE_ONLY + PUSH_OFF,
         response={
             V1_0: lambda s: s.protos.ref(pb10.ListTaskPushNotificationConfigsResponse.DESCRIPTOR),
             V0_3: lambda s: _or_bare_array(
@@ -751,7 +756,9 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
         "CreateTaskPushNotificationConfigRequest (`parent` `tasks/{id}`, `configId`, `config`), "
         "v0.3 JSON's TaskPushNotificationConfig (`taskId`, `pushNotificationConfig`) or the v1 "
         "draft's bare config (`name`, `pushNotificationConfig`; or the `configId` parameter). "
-        "The URL must reach the public internet (400 INVALID_PARAMS says why it does not)."
+        "The URL must reach the public internet (400 INVALID_PARAMS says why it does not). "
+        "Replacing a config replaces all of it: a token or credentials left out are removed."
+        + PUSH_WRITE_ONLY
         + PUSH_OFF,
         request={
             V1_0: lambda schema: schema.protos.ref(pb10.TaskPushNotificationConfig.DESCRIPTOR),
@@ -765,7 +772,7 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
     (rest.PushConfigView, "GET"): Operation(
         "get_task_push_notification_config",
         "Get a push notification config",
-        PUSH_OFF.strip(),
+        PUSH_WRITE_ONLY.strip() + PUSH_OFF,
         response=proto(pb10.TaskPushNotificationConfig, pb03.TaskPushNotificationConfig),
         query=(TENANT,),
     ),

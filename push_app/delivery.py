@@ -37,7 +37,6 @@ from tasks_app.selectors import task_artifact_ids
 from tasks_app.streams import SETTLED_STATES, StreamItem, is_final
 
 from .models import Delivery, DeliveryAttempt, PushConfig
-from .selectors import push_config_headers
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +71,10 @@ def push_payload(config: PushConfig, event: TaskEvent) -> bytes:
 
 
 def _headers(config: PushConfig, body: bytes) -> dict[str, str]:
-    headers = push_config_headers(config)  # v0.1's own headers; the platform's come after
+    """The request's headers: the config's secrets, decrypted here and nowhere else (no read of
+    a config returns them), and the signature."""
+    # v0.1's own headers first; the platform's come after.
+    headers = json.loads(decrypt(config.headers_encrypted)) if config.headers_encrypted else {}
     headers.update({"Content-Type": "application/json", "User-Agent": "a2a-platform-push/1"})
     if config.token_encrypted:
         headers[TOKEN_HEADER] = decrypt(config.token_encrypted)

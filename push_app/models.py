@@ -8,7 +8,8 @@ from django.db import models
 
 
 class PushConfig(models.Model):
-    """Where a task's events are POSTed. Secrets (token, credentials) are encrypted at rest."""
+    """Where a task's events are POSTed. Secrets (token, credentials, v0.1's headers) are
+    encrypted at rest, and decrypted only to deliver: no read of a config returns them."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     task = models.ForeignKey("tasks_app.Task", on_delete=models.CASCADE, related_name="+")

@@ -3,8 +3,6 @@ arguments, one call per protocol method (the task operations are in tasks_app.op
 
 from __future__ import annotations
 
-from typing import Any
-
 from a2a.types import (
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
@@ -42,17 +40,10 @@ async def push_config_create(
     )
 
 
-async def push_config_get_v01(*, caller: Caller, task_id: str) -> dict[str, Any]:
-    _push_check(caller)
-    return await db(selectors.push_config_get_v01)(
-        agent=caller.agent, principal=caller.principal, task_id=task_id
-    )
-
-
 async def push_config_get(
     *, caller: Caller, task_id: str, config_id: str, tenant: str = ""
 ) -> TaskPushNotificationConfig:
-    """A config by id; with no id (v0.3 allows it), the task's first config."""
+    """A config by id; with no id (v0.3 and v0.1 ask so), the task's first config."""
     check_tenant(caller, tenant)
     _push_check(caller)
     if not config_id and caller.dialect == V1_0:

@@ -1,10 +1,11 @@
 """Reads of push notification configs, scoped as the caller's tasks are, and the delivery
-counts /metrics scrapes."""
+counts /metrics scrapes.
+
+A config's secrets (its `token`, its `authentication.credentials`, v0.1's `headers`) are
+write-only: nothing here decrypts them, so no answer can carry them. Only a delivery does
+(push_app.delivery)."""
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 from a2a.types import (
     AuthenticationInfo,
@@ -14,7 +15,6 @@ from a2a.types import (
 from django.db.models import Count
 
 from agents.auth import Principal
-from agents.crypto import decrypt
 from agents.models import Agent
 from tasks_app.errors import InvalidParamsError
 from tasks_app.selectors import page_within_budget, task_get_row
@@ -26,25 +26,15 @@ MAX_PAGE_SIZE = 100
 
 
 def push_config_to_proto(config: PushConfig) -> TaskPushNotificationConfig:
+    """The config as a client reads it: its id, task, url and authentication scheme, without
+    the token or the credentials (absent, not a placeholder: a client that sends back what it
+    read must not store a placeholder as its secret). The answer to a create is this too."""
     proto = TaskPushNotificationConfig(
         id=config.config_id, task_id=str(config.task_id), url=config.url
     )
-    if config.token_encrypted:
-        proto.token = decrypt(config.token_encrypted)
     if config.auth_scheme:
-        proto.authentication.CopyFrom(
-            AuthenticationInfo(
-                scheme=config.auth_scheme,
-                credentials=decrypt(config.auth_credentials_encrypted)
-                if config.auth_credentials_encrypted
-                else "",
-            )
-        )
+        proto.authentication.CopyFrom(AuthenticationInfo(scheme=config.auth_scheme))
     return proto
-
-
-def push_config_headers(config: PushConfig) -> dict[str, str]:
-    return json.loads(decrypt(config.headers_encrypted)) if config.headers_encrypted else {}
 
 
 def push_config_row(
@@ -57,12 +47,6 @@ def push_config_row(
     if config is None:
         raise push_config_not_found(task_id, config_id)
     return config
-
-
-def push_config_get_v01(*, agent: Agent, principal: Principal, task_id: str) -> dict[str, Any]:
-    """v0.1's view of a task's push config: its `url` and `headers`."""
-    config = push_config_row(agent=agent, principal=principal, task_id=task_id, config_id="")
-    return {"url": config.url, "headers": push_config_headers(config)}
 
 
 def push_config_get(
@@ -84,8 +68,9 @@ def push_config_list(
     if page_token:
         configs = configs.filter(config_id__gt=page_token)
     rows = list(configs[: size + 1])
-    # Bounded in bytes too, as every list is (tasks_app.selectors.LIST_PAGE_MAX_BYTES): tokens
-    # and credentials are the client's own strings, of any length.
+    # Bounded in bytes as every list is (tasks_app.selectors.LIST_PAGE_MAX_BYTES), though a
+    # config as read is small (a url, ids and a scheme of bounded lengths: the secrets, of any
+    # length, are never in it) and a page of 100 stays far under the budget.
     page = page_within_budget(push_config_to_proto(c) for c in rows[:size])
     response = ListTaskPushNotificationConfigsResponse(configs=page)
     if len(rows) > len(page):

@@ -2,7 +2,8 @@
 
 Configs speak v1.0 protos (`TaskPushNotificationConfig`); bindings convert at the edge. A
 config's URL passes the SSRF guard when it is created (and the delivery client checks the
-address again at connect time). Its token and credentials are stored encrypted.
+address again at connect time). Its token and credentials (v0.1: its headers) are stored
+encrypted and are write-only: the answer to a create carries none of them, as no read does.
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ def push_config_set(
     checked: bool = False,
     headers: dict[str, str] | None = None,
 ) -> TaskPushNotificationConfig:
-    """Create, or replace the config with the same id. `task` is already the caller's;
+    """Create, or replace the config with the same id: whole, with the config given, so a
+    token or credentials it leaves out are removed, not kept from the old one (which might
+    have been for another URL). `task` is already the caller's;
     `checked`: the URL already passed the SSRF guard (inline configs, before the lock)."""
     if not checked:
         push_url_validate(config.url)

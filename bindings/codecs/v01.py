@@ -571,6 +571,14 @@ def v01_push_set_request(
     return config, headers
 
 
+def v01_push_config_json(config: TaskPushNotificationConfig) -> dict[str, Any]:
+    """v0.1's view of a push config (the answer to tasks/pushNotification/get and set): its
+    `url`, and `headers` always empty. Their values are the client's secrets, write-only as
+    v1.0's token and credentials are; their names go too, since a name could only come back
+    with a made-up value, which a client that sets back what it read would have delivered."""
+    return {"url": config.url, "headers": {}}
+
+
 def v01_push_get_task_id(params: dict[str, Any]) -> str:
     """tasks/pushNotification/get's params: the task's id."""
     task_id = _required(params, "id", str, "id")

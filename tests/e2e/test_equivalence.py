@@ -39,6 +39,7 @@ from a2a.compat.v0_3 import conversions, proto_utils
 from a2a.compat.v0_3 import types as v03
 from a2a.types import (
     AgentCard,
+    AuthenticationInfo,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
@@ -325,9 +326,18 @@ class Binding:
         return await self.client.get_extended_agent_card(GetExtendedAgentCardRequest())
 
     async def create_push_config(
-        self, task_id: str, *, config_id: str = "", url: str = HOOK, token: str = ""
+        self,
+        task_id: str,
+        *,
+        config_id: str = "",
+        url: str = HOOK,
+        token: str = "",
+        credentials: str = "",
     ) -> TaskPushNotificationConfig:
         config = TaskPushNotificationConfig(task_id=task_id, id=config_id, url=url, token=token)
+        if credentials:
+            config.authentication.scheme = "Bearer"
+            config.authentication.credentials = credentials
         return await self.client.create_task_push_notification_config(config)
 
     async def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig:
@@ -1109,13 +1119,17 @@ def test_push_config_crud(deploy, combination):
         async with connect(url, key, combination) as b:
             task = await b.send(user_message("x", mid()))
             # Created with a client-chosen id, and with a generated one.
-            chosen = await b.create_push_config(task.id, config_id="cfg-1", token="secret")
+            # Its token and credentials are write-only: the SDK reads answers without them.
+            chosen = await b.create_push_config(
+                task.id, config_id="cfg-1", token="secret", credentials="creds"
+            )
             assert (chosen.task_id, chosen.id, chosen.url, chosen.token) == (
                 task.id,
                 "cfg-1",
                 HOOK,
-                "secret",
+                "",
             )
+            assert chosen.authentication == AuthenticationInfo(scheme="Bearer")
             generated = await b.create_push_config(task.id, url=OTHER_HOOK)
             assert uuid.UUID(generated.id), generated
             assert (generated.task_id, generated.url) == (task.id, OTHER_HOOK)

@@ -4,8 +4,8 @@ events to a real webhook receiver process (tests/e2e/webhook.py) over real socke
 What a receiver sees: every status and artifact event once, in the task's order; the config's
 token and Authorization; an X-A2A-Signature that verifies against the tenant's JWKS and covers
 the exact body. Retries (receiver down, 5xx, 429, Retry-After), permanent failures (4xx, 3xx:
-redirects are not followed), the SSRF guard, v0.3 payloads, tenant isolation, and agents
-without push.
+redirects are not followed), the SSRF guard, v0.3 payloads, tenant isolation, agents
+without push, and secrets that no answer carries on any binding while every delivery does.
 """
 
 from __future__ import annotations
@@ -13,13 +13,19 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import httpx
 import jwt
 import pytest
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb03
+from a2a.types import a2a_pb2 as pb10
+from google.protobuf.json_format import ParseDict
 
 from a2a_platform.ssrf import UnsafeUrl, url_check
+from agents.crypto import decrypt
 from agents.signing import PushSignatureInvalid, push_signature_verify
 from push_app.models import Delivery, DeliveryAttempt, PushConfig
 from tasks_app.models import TaskEvent
@@ -629,19 +635,21 @@ def test_config_crud_round_trip(http, echo):
     got = result_of(
         rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
     )
+    # Without its token and credentials: they are write-only.
     assert got == {
         "id": "a",
         "taskId": task["id"],
         "url": url,
-        "token": token,
-        "authentication": {"scheme": "Bearer", "credentials": credentials},
+        "authentication": {"scheme": "Bearer"},
     }
     listed = result_of(rpc(http, echo, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}))
     assert [c["id"] for c in listed["configs"]] == ["a", "b"]
+    assert listed["configs"][0] == got
     # Secrets are encrypted at rest (long enough not to occur in the ciphertext's base64 by chance).
     stored = PushConfig.objects.get(task_id=task["id"], config_id="a")
-    assert token not in stored.token_encrypted
+    assert token not in stored.token_encrypted and decrypt(stored.token_encrypted) == token
     assert credentials not in stored.auth_credentials_encrypted
+    assert decrypt(stored.auth_credentials_encrypted) == credentials
     assert (
         result_of(
             rpc(http, echo, "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "a"})
@@ -711,3 +719,239 @@ def test_v10_get_needs_the_config_id(http, echo):
     task = first_turn(http, echo)
     answer = answer_of(rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"]}))
     assert error_code(answer) == -32602 and "'id'" in answer["error"]["message"]
+
+
+# --- 8. secrets are write-only -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Strings that occur nowhere but in the config they were given to."""
+
+    token: str = field(default_factory=lambda: f"token-{uuid.uuid4().hex}")
+    credentials: str = field(default_factory=lambda: f"credentials-{uuid.uuid4().hex}")
+    # v0.1's configs carry free-form headers instead: one of this name carries the token
+    header: str = field(default_factory=lambda: f"X-Hook-{uuid.uuid4().hex[:12]}")
+
+    def leaked_in(self, answer: bytes) -> list[str]:
+        return [s for s in (self.token, self.credentials, self.header) if s.encode() in answer]
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Where one binding and version creates, gets and lists a config of a task."""
+
+    http: httpx.Client
+    channel: grpc.Channel
+    echo: Target
+    task_id: str
+    url: str
+    secrets: Secrets
+
+    def config10(self) -> dict[str, Any]:
+        return {
+            "id": "hook",
+            "url": self.url,
+            "token": self.secrets.token,
+            "authentication": {"scheme": "Bearer", "credentials": self.secrets.credentials},
+        }
+
+    def config03(self) -> dict[str, Any]:
+        return {
+            "id": "hook",
+            "url": self.url,
+            "token": self.secrets.token,
+            "authentication": {"schemes": ["Bearer"], "credentials": self.secrets.credentials},
+        }
+
+    def rpc(self, method: str, params: dict[str, Any], version: str) -> bytes:
+        response = rpc(self.http, self.echo, method, params, headers={"A2A-Version": version})
+        return _ok(response)
+
+    def rest(self, root: str, body: dict[str, Any]) -> list[bytes]:
+        configs = f"{self.echo.url}{root}tasks/{self.task_id}/pushNotificationConfigs"
+        key = {"X-API-Key": self.echo.key}
+        return [
+            _ok(self.http.post(configs, json=body, headers=key)),
+            _ok(self.http.get(f"{configs}/hook", headers=key)),
+            _ok(self.http.get(configs, headers=key)),
+        ]
+
+    def grpc(self, service: str, method: str, request: Any) -> bytes:
+        """The answer's bytes as they came on the wire, not a message parsed from them."""
+        call = self.channel.unary_unary(
+            f"/{service}/{method}",
+            request_serializer=lambda message: message.SerializeToString(),
+            response_deserializer=None,
+        )
+        metadata = [("x-api-key", self.echo.key)]
+        if service == V03_GRPC:
+            metadata.append(("a2a-agent", self.echo.tenant_value))
+        return call(request, metadata=metadata, timeout=30)
+
+
+def _ok(response: httpx.Response) -> bytes:
+    assert response.status_code == 200, response.text
+    assert not (isinstance(body := response.json(), dict) and "error" in body), body
+    return response.content
+
+
+V10_GRPC, V03_GRPC = "lf.a2a.v1.A2AService", "a2a.v1.A2AService"
+
+
+def _jsonrpc10(w: Writer) -> list[bytes]:
+    return [
+        w.rpc("CreateTaskPushNotificationConfig", {"taskId": w.task_id, **w.config10()}, "1.0"),
+        w.rpc("GetTaskPushNotificationConfig", {"taskId": w.task_id, "id": "hook"}, "1.0"),
+        w.rpc("ListTaskPushNotificationConfigs", {"taskId": w.task_id}, "1.0"),
+    ]
+
+
+def _jsonrpc03(w: Writer) -> list[bytes]:
+    method = "tasks/pushNotificationConfig/"
+    config = {"taskId": w.task_id, "pushNotificationConfig": w.config03()}
+    return [
+        w.rpc(method + "set", config, "0.3"),
+        w.rpc(method + "get", {"id": w.task_id, "pushNotificationConfigId": "hook"}, "0.3"),
+        w.rpc(method + "list", {"id": w.task_id}, "0.3"),
+    ]
+
+
+def _jsonrpc01(w: Writer) -> list[bytes]:
+    headers = {
+        w.secrets.header: w.secrets.token,
+        "Authorization": f"Bearer {w.secrets.credentials}",
+    }
+    config = {"id": w.task_id, "url": w.url, "headers": headers}
+    return [  # v0.1 has no list
+        w.rpc("tasks/pushNotification/set", config, "0.1"),
+        w.rpc("tasks/pushNotification/get", {"id": w.task_id}, "0.1"),
+    ]
+
+
+def _rest10(w: Writer) -> list[bytes]:
+    return w.rest("", w.config10())
+
+
+def _rest03(w: Writer) -> list[bytes]:
+    parent = f"tasks/{w.task_id}"
+    body = {
+        "parent": parent,
+        "configId": "hook",
+        "config": {"pushNotificationConfig": w.config03()},
+    }
+    return w.rest("v1/", body)
+
+
+def _grpc10(w: Writer) -> list[bytes]:
+    tenant, task_id = w.echo.tenant_value, w.task_id
+    config = ParseDict(
+        w.config10(), pb10.TaskPushNotificationConfig(tenant=tenant, task_id=task_id)
+    )
+    get = pb10.GetTaskPushNotificationConfigRequest(tenant=tenant, task_id=task_id, id="hook")
+    listing = pb10.ListTaskPushNotificationConfigsRequest(tenant=tenant, task_id=task_id)
+    return [
+        w.grpc(V10_GRPC, "CreateTaskPushNotificationConfig", config),
+        w.grpc(V10_GRPC, "GetTaskPushNotificationConfig", get),
+        w.grpc(V10_GRPC, "ListTaskPushNotificationConfigs", listing),
+    ]
+
+
+def _grpc03(w: Writer) -> list[bytes]:
+    parent = f"tasks/{w.task_id}"
+    config = ParseDict({"pushNotificationConfig": w.config03()}, pb03.TaskPushNotificationConfig())
+    create = pb03.CreateTaskPushNotificationConfigRequest(
+        parent=parent, config_id="hook", config=config
+    )
+    get = pb03.GetTaskPushNotificationConfigRequest(name=f"{parent}/pushNotificationConfigs/hook")
+    listing = pb03.ListTaskPushNotificationConfigRequest(parent=parent)
+    return [
+        w.grpc(V03_GRPC, "CreateTaskPushNotificationConfig", create),
+        w.grpc(V03_GRPC, "GetTaskPushNotificationConfig", get),
+        w.grpc(V03_GRPC, "ListTaskPushNotificationConfig", listing),
+    ]
+
+
+WRITE_THEN_READ: dict[str, Callable[[Writer], list[bytes]]] = {
+    "jsonrpc-1.0": _jsonrpc10,
+    "jsonrpc-0.3": _jsonrpc03,
+    "jsonrpc-0.1": _jsonrpc01,
+    "rest-1.0": _rest10,
+    "rest-0.3": _rest03,
+    "grpc-1.0": _grpc10,
+    "grpc-0.3": _grpc03,
+}
+
+
+@pytest.fixture
+def channel(live_platform) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(live_platform.grpc_address) as ch:
+        yield ch
+
+
+@pytest.mark.parametrize("case", list(WRITE_THEN_READ))
+def test_no_answer_carries_a_configs_secrets_but_every_delivery_does(
+    http, channel, echo, receivers, case
+):
+    """The create's answer, a get and a list, on every binding and version, hold neither the
+    token nor the credentials (v0.1: neither a header's name nor its value), byte for byte;
+    the receiver still gets them with each notification."""
+    receiver = receivers().start()
+    task = first_turn(http, echo)
+    secrets = Secrets()
+    writer = Writer(http, channel, echo, task["id"], receiver.url, secrets)
+
+    answers = WRITE_THEN_READ[case](writer)
+
+    for raw in answers:
+        assert receiver.url.encode() in raw, raw  # the config, read back
+        assert not secrets.leaked_in(raw), (secrets.leaked_in(raw), raw)
+    before = last_seq(task["id"])
+    second_turn(http, echo, task)
+    expected = pushed_events(task["id"], after=before)
+    received = receiver.wait_for_count(len(expected))
+    settled(task["id"], len(expected), config_id="v0.1" if case == "jsonrpc-0.1" else "hook")
+    token_header = secrets.header if case == "jsonrpc-0.1" else "X-A2A-Notification-Token"
+    for request in received:
+        assert request.header(token_header) == secrets.token
+        assert request.header("Authorization") == f"Bearer {secrets.credentials}"
+
+
+def test_a_config_set_back_as_it_was_read_has_no_secrets_left(http, echo, receivers):
+    """Set replaces the whole config: a client that sets back what it read, without the
+    secrets, removes them (docs/decisions.md, "Write-only push secrets"). Sending them again
+    puts them back."""
+    receiver = receivers().start()
+    task = first_turn(http, echo)
+    secrets = Secrets()
+    create_config(
+        http, echo, task["id"], receiver.url, token=secrets.token, credentials=secrets.credentials
+    )
+    read = result_of(
+        rpc(http, echo, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook"})
+    )
+    assert read == {
+        "id": "hook",
+        "taskId": task["id"],
+        "url": receiver.url,
+        "authentication": {"scheme": "Bearer"},
+    }
+
+    # when the client sets it back as it read it
+    result_of(rpc(http, echo, "CreateTaskPushNotificationConfig", read))
+
+    # then no token and no credentials are left to send
+    stored = PushConfig.objects.get(task_id=task["id"], config_id="hook")
+    assert (stored.token_encrypted, stored.auth_credentials_encrypted) == ("", "")
+    before = last_seq(task["id"])
+    second_turn(http, echo, task)
+    expected = pushed_events(task["id"], after=before)
+    received = receiver.wait_for_count(len(expected))
+    settled(task["id"], len(expected))
+    assert all(r.header("X-A2A-Notification-Token") is None for r in received)
+    assert all(r.header("Authorization") == "Bearer" for r in received)
+    # and a set that gives them again has them again
+    create_config(http, echo, task["id"], receiver.url, token=secrets.token, credentials="c2")
+    stored.refresh_from_db()
+    assert decrypt(stored.token_encrypted) == secrets.token
+    assert decrypt(stored.auth_credentials_encrypted) == "c2"

@@ -12,7 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from agents.crypto import decrypt
 from agents.models import Plan
+from push_app.models import PushConfig
 
 from .helpers import Target, error_of, result_of, rpc, rpc_send_nonblocking, rpc_stream
 
@@ -213,10 +215,12 @@ def test_push_notification_methods(http, echo, make_agent):
     hook = "http://127.0.0.1:9/hook"  # loopback is allowlisted in the tests; nothing listens
     # set, flat as the v0.1 text has it, then in the original pushNotificationConfig form
     flat = {"id": task["id"], "url": hook, "headers": {"X-Hook-Secret": "s3"}}
+    # the answer has no headers: they are write-only (kept, and sent with each notification)
     assert result_of(rpc(http, echo, "tasks/pushNotification/set", flat)) == {
         "url": hook,
-        "headers": {"X-Hook-Secret": "s3"},
+        "headers": {},
     }
+    assert stored_headers(task["id"]) == {"X-Hook-Secret": "s3"}
     nested = {"id": task["id"], "pushNotificationConfig": {"url": hook + "2"}}
     assert result_of(rpc(http, echo, "tasks/pushNotification/set", nested))["url"] == hook + "2"
     # one config per task in v0.1: the second set replaced the first
@@ -241,7 +245,14 @@ def test_push_notification_methods(http, echo, make_agent):
         )
     )
     got = result_of(rpc(http, echo, "tasks/pushNotification/get", {"id": sent["id"]}))
-    assert got == {"url": hook, "headers": {"X-Hook": "1"}}
+    assert got == {"url": hook, "headers": {}}
+    assert stored_headers(sent["id"]) == {"X-Hook": "1"}
+
+
+def stored_headers(task_id: str) -> dict[str, str]:
+    """The headers a task's v0.1 config keeps for its deliveries (test_push.py sees them
+    arrive)."""
+    return json.loads(decrypt(PushConfig.objects.get(task_id=task_id).headers_encrypted))
 
 
 def test_push_notification_methods_on_an_agent_without_push(http, live_platform, echo):
