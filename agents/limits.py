@@ -48,3 +48,10 @@ JSON_DEPTH = 20
 INIT_KWARGS = 50
 INIT_KWARG_NAME = 64
 CLASS_PATH = 300
+
+# A token issuer (agents.models.Issuer): its accepted audiences, and the scopes each operation
+# needs. The issuer URL, its jwks_uri, name and user claim are bounded by their model fields.
+ISSUER_AUDIENCES = 20
+ISSUER_AUDIENCE = 500
+ISSUER_SCOPES = 20  # per operation
+ISSUER_SCOPE = 200

@@ -447,6 +447,21 @@ def _audiences_valid(value: object) -> None:
             "List at least one accepted audience (the `aud` your provider puts in tokens for "
             "these agents, e.g. the agent's URL or an API identifier)."
         )
+    if len(value) > limits.ISSUER_AUDIENCES:
+        raise ValidationError(
+            f"List at most {limits.ISSUER_AUDIENCES} audiences (there are {len(value)})."
+        )
+    for n, audience in enumerate(value, 1):
+        _issuer_text_check(f"Audience #{n}", audience, limits.ISSUER_AUDIENCE)
+
+
+def _issuer_text_check(what: str, value: str, most: int) -> None:
+    if len(value) > most:
+        raise ValidationError(
+            f"{what} must be at most {most} characters long (it has {len(value)})."
+        )
+    if "\x00" in value:  # PostgreSQL keeps no U+0000 in JSON
+        raise ValidationError(f"{what} must not contain the character U+0000.")
 
 
 def _scopes_valid(value: object) -> None:
@@ -464,6 +479,13 @@ def _scopes_valid(value: object) -> None:
             raise ValidationError(
                 f"The scopes of {operation!r} must be a list of scope names without spaces."
             )
+        if len(scopes) > limits.ISSUER_SCOPES:
+            raise ValidationError(
+                f"List at most {limits.ISSUER_SCOPES} scopes for {operation!r} (there are "
+                f"{len(scopes)})."
+            )
+        for scope in scopes:
+            _issuer_text_check(f"A scope of {operation!r}", scope, limits.ISSUER_SCOPE)
 
 
 def _default_algorithms() -> list[str]:
