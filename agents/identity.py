@@ -37,7 +37,7 @@ from django.utils import timezone
 from a2a_platform import ssrf
 from a2a_platform.db import db
 
-from . import cache
+from . import cache, limits
 from .errors import InsufficientScope, InvalidToken, IssuerUnavailable
 from .models import SCOPE_OPERATIONS, TOKEN_ALGORITHMS, Agent, Issuer
 from .selectors import issuers_for
@@ -292,17 +292,28 @@ def _key_of(kept: _Kept, kid: object, alg: str) -> jwt.PyJWK | None:
 def _key_in(jwks: dict[str, Any], kid: object, alg: str) -> jwt.PyJWK | None:
     fit = []
     for data in jwks.get("keys") or ():
-        if not isinstance(data, dict) or data.get("kty") == "oct":  # never a shared secret
+        if not isinstance(data, dict):
             continue
         if kid is not None and data.get("kid") != kid:
             continue
-        if data.get("use") not in (None, "sig") or data.get("alg") not in (None, alg):
-            continue
-        try:
-            fit.append(jwt.PyJWK(data, algorithm=alg))
-        except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError):
-            continue  # not a key of this algorithm's type
+        key = key_for(data, alg)
+        if key is not None:
+            fit.append(key)
     return fit[0] if len(fit) == 1 else None
+
+
+def key_for(data: dict[str, Any], alg: str) -> jwt.PyJWK | None:
+    """The JWK `data` as a key that verifies `alg` signatures, or None: never a shared secret,
+    only a key for signatures (`use` absent or `sig`) of this algorithm (`alg` absent or
+    the same) and of its type."""
+    if data.get("kty") == "oct":
+        return None
+    if data.get("use") not in (None, "sig") or data.get("alg") not in (None, alg):
+        return None
+    try:
+        return jwt.PyJWK(data, algorithm=alg)
+    except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError):
+        return None  # not a key of this algorithm's type
 
 
 async def _jwks_uri(issuer: cache.IssuerRow) -> str:
@@ -358,23 +369,74 @@ async def _read(url: str) -> _Kept:
         raise IssuerUnavailable(f"{url} may not be fetched: {exc.reason}") from None
     except httpx.HTTPError as exc:
         raise IssuerUnavailable(f"{url} could not be read: {type(exc).__name__}.") from None
+    kept = _Kept(_document_in(url, response), read_at)
+    if len(_documents) >= cache.MAX_ENTRIES:
+        _documents.clear()
+    _documents[url] = kept
+    if url.endswith("/.well-known/openid-configuration"):
+        await db(discovered_record)(discovery_url=url, document=kept.document)
+    return kept
+
+
+def _document_in(url: str, response: httpx.Response) -> dict[str, Any]:
+    """The JSON object an answer from `url` carries, or IssuerUnavailable saying why not."""
+    if response.is_redirect:
+        raise IssuerUnavailable(
+            f"{url} answered HTTP {response.status_code}, a redirect (to "
+            f"{response.headers.get('Location', '')[:300]!r}); redirects are not followed."
+        )
     if response.status_code != 200:
         raise IssuerUnavailable(f"{url} answered HTTP {response.status_code}.")
     if len(response.content) > MAX_DOCUMENT_BYTES:
         raise IssuerUnavailable(f"{url} is larger than {MAX_DOCUMENT_BYTES} bytes.")
     try:
         document = json.loads(response.content)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise IssuerUnavailable(f"{url} is not JSON.") from None
     if not isinstance(document, dict):
         raise IssuerUnavailable(f"{url} is not a JSON object.")
-    kept = _Kept(document, read_at)
-    if len(_documents) >= cache.MAX_ENTRIES:
-        _documents.clear()
-    _documents[url] = kept
-    if url.endswith("/.well-known/openid-configuration"):
-        await db(discovered_record)(discovery_url=url, document=document)
-    return kept
+    return document
+
+
+def document_read(client: httpx.Client, url: str) -> dict[str, Any]:
+    """The JSON object at `url`, read now with `client` (a guarded one, ssrf.IDENTITY) and not
+    kept, or IssuerUnavailable saying what failed, in more detail than a token's caller gets:
+    this is for the people who register the issuer (agents.services.issuer_check)."""
+    try:
+        response = client.get(url, headers={"Accept": "application/json"})
+    except ssrf.UnsafeUrl as exc:
+        raise IssuerUnavailable(f"{url} may not be fetched: {exc.reason}") from None
+    except httpx.HTTPError as exc:
+        detail = str(exc).strip()[:300]
+        raise IssuerUnavailable(
+            f"{url} could not be read: {type(exc).__name__}{f' ({detail})' if detail else ''}."
+        ) from None
+    return _document_in(url, response)
+
+
+def discovered_of(document: dict[str, Any]) -> dict[str, Any]:
+    """What of a discovery document is kept on the issuer's row (DISCOVERED_FIELDS): strings
+    (and lists of them) that a row can hold and a page can show; a provider's other values
+    are left out."""
+    found: dict[str, Any] = {}
+    for name in DISCOVERED_FIELDS:
+        value = document.get(name)
+        if isinstance(value, list):
+            kept = [v for v in value if _keepable(v)][:_DISCOVERED_ITEMS]
+            if kept:
+                found[name] = kept
+        elif _keepable(value):
+            found[name] = value
+    return found
+
+
+# Of a list in a discovery document (scopes_supported), the first this many are kept.
+_DISCOVERED_ITEMS = 100
+
+
+def _keepable(value: object) -> bool:
+    # PostgreSQL keeps no U+0000 in JSON; URLs are bounded as the agents' are.
+    return isinstance(value, str) and 0 < len(value) <= limits.URL and "\x00" not in value
 
 
 # What of a discovery document is kept on the issuer's row (for its card and the console).
@@ -385,7 +447,7 @@ def discovered_record(*, discovery_url: str, document: dict[str, Any]) -> None:
     """Keep what the discovery document says on every issuer row it belongs to, where it
     changed (so a card can list the provider's OAuth 2.0 flows without fetching anything)."""
     issuer = discovery_url.removesuffix("/.well-known/openid-configuration")
-    found = {k: document[k] for k in DISCOVERED_FIELDS if k in document}
+    found = discovered_of(document)
     for row in Issuer.objects.filter(issuer__in=(issuer, issuer + "/")):
         if {k: v for k, v in row.discovered.items() if k != "read_at"} != found:
             row.discovered = {**found, "read_at": timezone.now().isoformat()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,10 +18,12 @@ from django.db import transaction
 from django.utils import timezone
 from jwt.algorithms import ECAlgorithm
 
+from a2a_platform import ssrf
 from tasks_app.models import RUNNING_STATES
 
-from . import crypto
+from . import crypto, identity
 from .auth import hash_secret, new_key_material
+from .errors import IssuerUnavailable
 from .executors import (
     executor_arguments_check,
     executor_config_validate,
@@ -59,6 +62,152 @@ def issuer_create(
     row.full_clean()
     row.save()
     return row
+
+
+# What of an issuer its people change (issuer_update); `discovered` is the platform's.
+ISSUER_FIELDS = ("name", "issuer", "jwks_uri", "audiences", "algorithms", "user_claim", "scopes")
+
+
+@transaction.atomic
+def issuer_update(*, issuer: Issuer, fields: Mapping[str, Any]) -> Issuer:
+    """Change the issuer's registration (ISSUER_FIELDS), checked as on creation; raises
+    ValidationError before anything is written. A new issuer URL or jwks_uri drops what
+    discovery said: it was said of the old one. Tokens follow within A2A_AUTH_CACHE_SECONDS
+    (agents.cache.issuers_load)."""
+    unknown = sorted(set(fields) - set(ISSUER_FIELDS))
+    if unknown:
+        raise ValueError(f"Not a field of an issuer's registration: {', '.join(unknown)}.")
+    Issuer.objects.select_for_update().filter(pk=issuer.pk).first()
+    before = (issuer.issuer, issuer.jwks_uri)
+    for name, value in fields.items():
+        if name in ("issuer", "jwks_uri") and isinstance(value, str):
+            value = value.strip()
+        setattr(issuer, name, value)
+    if not issuer.name.strip():
+        issuer.name = issuer.issuer
+    changed = ["updated_at", *fields]
+    if (issuer.issuer, issuer.jwks_uri) != before:
+        issuer.discovered = {}
+        changed.append("discovered")
+    issuer.full_clean()
+    issuer.save(update_fields=changed)
+    return issuer
+
+
+@transaction.atomic
+def issuer_set_active(*, issuer: Issuer, active: bool) -> Issuer:
+    """Stop (or start again) accepting the issuer's tokens, within A2A_AUTH_CACHE_SECONDS on
+    every process; the tasks its users own stay theirs."""
+    issuer.is_active = active
+    issuer.save(update_fields=["is_active", "updated_at"])
+    return issuer
+
+
+@transaction.atomic
+def issuer_delete(*, issuer: Issuer) -> None:
+    """Forget the issuer. Its users' tasks stay (their owner names the issuer URL, not the row:
+    agents.identity.owner_of), and are theirs again if the issuer is registered again."""
+    Issuer.objects.filter(pk=issuer.pk).delete()
+
+
+class IssuerCheckFailed(ValueError):
+    """An issuer's discovery document or key set is not what its tokens need; the message
+    says which document, at which URL, and what is wrong."""
+
+
+def issuer_check(*, issuer: Issuer) -> str:
+    """Read the issuer's discovery document (unless its jwks_uri is registered) and key set
+    now, through the SSRF guard as token validation reads them, and say in one line what a
+    token would meet: the usable keys by algorithm, and the token endpoint. What discovery
+    said is kept on the row (`discovered`, with when). Raises IssuerCheckFailed naming what
+    failed: unreachable, refused by the guard, not JSON, no jwks_uri, another `issuer` in the
+    document, no usable signing key."""
+    found: dict[str, Any] | None = None
+    with ssrf.guarded_client(policy=ssrf.IDENTITY) as client:
+        if issuer.jwks_uri:
+            jwks_uri = issuer.jwks_uri
+        else:
+            document = _issuer_document(client, "Discovery document", issuer.discovery_url)
+            named = document.get("issuer")
+            if not isinstance(named, str) or not named:
+                raise IssuerCheckFailed(
+                    f"Discovery document: {issuer.discovery_url} names no issuer; an OpenID "
+                    "provider's names the `iss` of its tokens, which must be the issuer URL "
+                    "registered here."
+                )
+            if named != issuer.issuer:
+                raise IssuerCheckFailed(
+                    f"Discovery document: {issuer.discovery_url} names the issuer "
+                    f"{named[:300]!r}, not {issuer.issuer!r} as registered; tokens carry "
+                    "the document's (their `iss`), so register the issuer URL exactly as it "
+                    "says."
+                )
+            jwks_uri = document.get("jwks_uri")
+            if not isinstance(jwks_uri, str) or not jwks_uri:
+                raise IssuerCheckFailed(
+                    f"Discovery document: {issuer.discovery_url} names no jwks_uri, so there "
+                    "is no key set to check tokens with; register the jwks_uri yourself."
+                )
+            found = identity.discovered_of(document)
+            issuer.discovered = {**found, "read_at": timezone.now().isoformat()}
+            Issuer.objects.filter(pk=issuer.pk).update(
+                discovered=issuer.discovered, updated_at=timezone.now()
+            )
+        jwks = _issuer_document(client, "Key set", jwks_uri)
+    keys = jwks.get("keys")
+    if not isinstance(keys, list):
+        raise IssuerCheckFailed(f'Key set: {jwks_uri} has no "keys" list (it is not a JWK Set).')
+    usable: Counter[str] = Counter()
+    unusable: list[str] = []
+    for data in keys:
+        algorithms = (
+            [alg for alg in issuer.algorithms if identity.key_for(data, alg) is not None]
+            if isinstance(data, dict)
+            else []
+        )
+        if algorithms:
+            usable["/".join(algorithms)] += 1
+        else:
+            unusable.append(_key_unusable(data, issuer.algorithms))
+    skipped = ""
+    if unusable:
+        reasons = "; ".join(dict.fromkeys(unusable))
+        skipped = (
+            f" ({len(unusable)} other{'s' if len(unusable) != 1 else ''} not usable: {reasons})"
+        )
+    if not usable:
+        raise IssuerCheckFailed(
+            f"Key set: {jwks_uri} has no key that verifies {', '.join(issuer.algorithms)} "
+            f"signatures{skipped or ' (it has no keys)'}."
+        )
+    total = sum(usable.values())
+    by_algorithm = ", ".join(f"{a} ×{n}" if n > 1 else a for a, n in usable.items())
+    summary = f"{total} key{'s' if total != 1 else ''}: {by_algorithm}{skipped}"
+    if found is None:
+        return f"{summary}; key set at the registered jwks_uri (discovery not read)"
+    endpoint = found.get("token_endpoint")
+    return f"{summary}; " + (f"token endpoint {endpoint}" if endpoint else "no token endpoint")
+
+
+def _issuer_document(client: Any, what: str, url: str) -> dict[str, Any]:
+    try:
+        return identity.document_read(client, url)
+    except IssuerUnavailable as exc:
+        raise IssuerCheckFailed(f"{what}: {exc.message}") from None
+
+
+def _key_unusable(data: object, algorithms: list[str]) -> str:
+    """Why a key of a set verifies none of the issuer's algorithms, in a few words."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    kty, alg, use = (str(data.get(name))[:40] for name in ("kty", "alg", "use"))
+    if kty == "oct":
+        return "a shared secret (kty oct), never accepted"
+    if data.get("use") not in (None, "sig"):
+        return f"a key for {use!r}, not for signatures"
+    if data.get("alg") is not None and data.get("alg") not in algorithms:
+        return f"{alg}, not an algorithm registered for this issuer"
+    return f"a {kty} key that fits none of {', '.join(algorithms)}"
 
 
 @transaction.atomic
