@@ -1,12 +1,14 @@
 """Admin for registration: plans, tenants, agents (each executor kind's fields as in the
-console, validated on save; secrets write-only; "test connection"), API keys, and the tenants'
-push-signing keys (read-only; rotated and retired by actions).
+console, validated on save; secrets write-only; "test connection"), API keys, token issuers
+(checked now by an action), and the tenants' push-signing keys (read-only; rotated and retired
+by actions).
 
 Limits (agents.plans) are set here only: a plan's on the plan, and the overrides of a tenant,
 an agent or a key on its own page, as one number field per limit that may be set there."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -39,12 +41,14 @@ from .forms import (
     kind_field_names,
     kind_slug,
 )
-from .models import DEFAULT_MODES, Agent, ApiKey, Membership, Plan, SigningKey, Tenant
+from .models import DEFAULT_MODES, Agent, ApiKey, Issuer, Membership, Plan, SigningKey, Tenant
 from .services import (
     ActionRefused,
+    IssuerCheckFailed,
     agent_delete,
     agent_delete_refusal,
     agent_task_counts,
+    issuer_check,
     membership_keeps_an_owner,
     signing_key_retire,
     signing_key_rotate,
@@ -666,3 +670,118 @@ class MembershipAdmin(admin.ModelAdmin):
             except ActionRefused:
                 return False  # the last owner of a tenant: make someone else an owner first
         return super().has_delete_permission(request, obj)
+
+
+class IssuerForm(forms.ModelForm):
+    class Meta:
+        model = Issuer
+        fields = (
+            "tenant",
+            "name",
+            "issuer",
+            "jwks_uri",
+            "audiences",
+            "algorithms",
+            "user_claim",
+            "scopes",
+            "is_active",
+        )
+        formfield_callback = _https_urls
+        help_texts = {
+            "algorithms": "A JSON list of the algorithms its tokens are signed with, e.g. "
+            '["RS256", "ES256"]: asymmetric only (RS, PS, ES 256/384/512, EdDSA).',
+        }
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        # Said on the issuer's field (the constraint's own error would be above the form).
+        tenant, url = cleaned.get("tenant"), cleaned.get("issuer")
+        if url:
+            twins = Issuer.objects.filter(tenant=tenant, issuer=url).exclude(pk=self.instance.pk)
+            if twins.exists():
+                where = f"tenant {tenant.slug}" if tenant else "platform-wide"
+                self.add_error("issuer", f"This issuer is already registered {where}.")
+        return cleaned
+
+
+# At most this many issuers are checked by one action: each check may wait for two reads.
+ISSUERS_CHECKED_AT_ONCE = 20
+
+
+@admin.register(Issuer)
+class IssuerAdmin(admin.ModelAdmin):
+    """OAuth 2.0 / OpenID Connect token issuers: a tenant's own (also in the console, on its
+    Token issuers page), or platform-wide (no tenant: trusted at every tenant). What discovery
+    said is the platform's, shown read-only."""
+
+    form = IssuerForm
+    formfield_overrides = {
+        models.URLField: {"assume_scheme": "https"},
+        models.JSONField: {"form_class": JSONInputField},
+    }
+    list_display = ("name", "whose", "issuer", "is_active", "discovered_at")
+    list_filter = ("is_active", "tenant")
+    list_select_related = ("tenant",)
+    search_fields = ("name", "issuer", "tenant__slug")
+    readonly_fields = ("discovered_json", "created_at", "updated_at")
+    actions = ["check_now"]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Issuer | None = None) -> list[Any]:
+        return [
+            (
+                None,
+                {
+                    "description": "Empty tenant: a platform-wide issuer, whose tokens call "
+                    f"every tenant's agents. {_applies_within()}",
+                    "fields": ("tenant", "name", "issuer", "is_active"),
+                },
+            ),
+            (
+                "What its tokens must carry",
+                {"fields": ("audiences", "algorithms", "user_claim", "scopes", "jwks_uri")},
+            ),
+            ("What discovery said", {"fields": ("discovered_json", "created_at", "updated_at")}),
+        ]
+
+    def save_model(self, request: HttpRequest, obj: Issuer, form: Any, change: bool) -> None:
+        if change and {"issuer", "jwks_uri"} & set(form.changed_data):
+            obj.discovered = {}  # it was said of the old URL (as agents.services.issuer_update)
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="Tenant", ordering="tenant__slug")
+    def whose(self, issuer: Issuer) -> str:
+        return issuer.tenant.slug if issuer.tenant else "(platform-wide)"
+
+    @admin.display(description="Discovery read")
+    def discovered_at(self, issuer: Issuer) -> str:
+        return str((issuer.discovered or {}).get("read_at") or "-")
+
+    @admin.display(description="What discovery said")
+    def discovered_json(self, issuer: Issuer) -> str:
+        if not issuer.discovered:
+            return (
+                "Nothing yet: it is read at the issuer's first token, or by the action "
+                '"Check the selected issuers now".'
+            )
+        return format_html("<pre>{}</pre>", json.dumps(issuer.discovered, indent=2))
+
+    @admin.action(description="Check the selected issuers now")
+    def check_now(self, request: HttpRequest, queryset: QuerySet[Issuer]) -> None:
+        chosen = list(
+            queryset.select_related("tenant").order_by("pk")[: ISSUERS_CHECKED_AT_ONCE + 1]
+        )
+        if len(chosen) > ISSUERS_CHECKED_AT_ONCE:
+            self.message_user(
+                request,
+                f"Select at most {ISSUERS_CHECKED_AT_ONCE} issuers to check at once; none "
+                "was checked.",
+                messages.ERROR,
+            )
+            return
+        for issuer in chosen:
+            try:
+                summary = issuer_check(issuer=issuer)
+            except IssuerCheckFailed as exc:
+                self.message_user(request, f"{issuer}: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"{issuer}: {summary}.", messages.SUCCESS)
