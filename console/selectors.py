@@ -38,7 +38,7 @@ from django.utils import timezone
 from a2a_platform.beat import beat_last_tick, beat_stale_after_seconds
 from a2a_platform.celery import app
 from a2a_platform.queues import queue_depths, within
-from agents.models import Agent, ApiKey, Membership, Tenant
+from agents.models import Agent, ApiKey, Issuer, Membership, Tenant
 from push_app.models import Delivery, DeliveryAttempt
 from tasks_app.models import STATE_CHOICES, TERMINAL_STATES, Artifact, Message, Task, TaskEvent
 from tasks_app.selectors import task_page_after, task_page_token
@@ -215,6 +215,26 @@ def membership_get_or_404(*, tenant: Tenant, membership_id: int) -> Membership:
     )
     if found is None:
         raise Http404("No such person in this tenant.")
+    return found
+
+
+def issuer_list(*, tenant: Tenant) -> list[Issuer]:
+    """The tenant's own token issuers, active and not, oldest first."""
+    return list(Issuer.objects.filter(tenant=tenant).order_by("created_at", "pk"))
+
+
+def issuer_platform_list() -> list[Issuer]:
+    """The operator's issuers, trusted at every tenant: the active ones (an inactive one
+    trusts nobody, and is the operator's business)."""
+    return list(Issuer.objects.filter(tenant__isnull=True, is_active=True).order_by("created_at"))
+
+
+def issuer_get_or_404(*, tenant: Tenant, issuer_id: int) -> Issuer:
+    """One of the tenant's own issuers; a platform-wide one is the operator's, never changed
+    from a tenant's page, so it is 404 here like another tenant's."""
+    found = Issuer.objects.filter(tenant=tenant, pk=issuer_id).first()
+    if found is None:
+        raise Http404("No such token issuer in this tenant.")
     return found
 
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from agents.auth import Principal
 from agents.models import Membership
-from agents.services import api_key_create
+from agents.services import api_key_create, issuer_create
 from push_app.models import Delivery, DeliveryAttempt, PushConfig
 from tests.factories import task_create
 
@@ -62,12 +62,15 @@ def scene(world, make_agent):
         delivery=delivery, started_at=timezone.now(), status_code=500, latency_ms=7, outcome="dead"
     )
     key = api_key_create(tenant=a, name="key-of-a", agent=agent)[0]
+    # An issuer the SSRF guard refuses at once (loopback): "Check now" fails without waiting.
+    issuer = issuer_create(tenant=a, issuer="http://127.0.0.1:9/realms/a", audiences=["api://a"])
     return {
         **world,
         "agent": agent,
         "task": task,
         "delivery": delivery,
         "key": key,
+        "issuer": issuer,
         "membership": Membership.objects.get(tenant=a, user=world["member_a"]),
     }
 
@@ -158,6 +161,29 @@ OBJECT_ROUTES: dict[str, tuple[Callable[[dict[str, Any]], str], tuple[str, ...]]
         ("post",),
     ),
     "usage": (lambda w: reverse("console:usage", kwargs={"tenant_slug": w["a"].slug}), ("get",)),
+    "issuers": (
+        lambda w: reverse("console:issuers", kwargs={"tenant_slug": w["a"].slug}),
+        ("get",),
+    ),
+    "issuer-new": (
+        lambda w: reverse("console:issuer-new", kwargs={"tenant_slug": w["a"].slug}),
+        ("get", "post"),
+    ),
+    **{
+        name: (
+            lambda w, name=name: reverse(
+                f"console:{name}",
+                kwargs={"tenant_slug": w["a"].slug, "issuer_id": w["issuer"].pk},
+            ),
+            methods,
+        )
+        for name, methods in (
+            ("issuer-edit", ("get", "post")),
+            ("issuer-active", ("post",)),
+            ("issuer-delete", ("post",)),
+            ("issuer-check", ("post",)),
+        )
+    },
     "usage-csv": (
         lambda w: reverse("console:usage-csv", kwargs={"tenant_slug": w["a"].slug}),
         ("get",),
@@ -188,6 +214,11 @@ OWNER_ONLY = {
     "task-reply",
     "usage-csv",
     "usage-json",
+    "issuer-new",
+    "issuer-edit",
+    "issuer-active",
+    "issuer-delete",
+    "issuer-check",
 }
 
 
@@ -200,6 +231,15 @@ POST_DATA: dict[str, dict[str, str]] = {
     "person-add": {"username": "newcomer", "email": "newcomer@example.org", "role": "member"},
     "person-role": {"role": "owner"},
     "key-create": {"name": "another key"},
+    **{
+        name: {
+            "issuer": "https://login.example.com/realms/other",
+            "audiences": "api://other",
+            "algorithms": "RS256",
+        }
+        for name in ("issuer-new", "issuer-edit")
+    },
+    "issuer-active": {"active": "false"},
 }
 
 
@@ -287,6 +327,8 @@ def test_another_tenants_object_is_404_on_every_route(client, scene, route):
     assert Membership.objects.filter(pk=scene["membership"].pk, role="member").exists()
     scene["task"].refresh_from_db()
     assert scene["task"].state == "TASK_STATE_COMPLETED"
+    scene["issuer"].refresh_from_db()
+    assert scene["issuer"].is_active and scene["issuer"].audiences == ["api://a"]
     assert not LogEntry.objects.filter(object_id=str(scene["task"].pk)).exists()  # nothing done
 
 
