@@ -15,9 +15,9 @@ from agents.models import SCOPE_OPERATIONS, TOKEN_ALGORITHMS, Issuer, Tenant
 SCOPE_PREFIX = "scopes_"
 _OPERATION_HELP = {
     "send": "SendMessage and SendStreamingMessage.",
-    "read": "GetTask, ListTasks and SubscribeToTask.",
+    "read": "GetTask, ListTasks, SubscribeToTask and the extended agent card.",
     "cancel": "CancelTask.",
-    "push": "The push notification configs: create, get, list, delete.",
+    "push": "Push notification configs (create, get, list, delete), and a send that sets one.",
 }
 
 
@@ -36,13 +36,14 @@ class IssuerForm(forms.Form):
         max_length=_field_length("issuer"),
         label="Issuer URL",
         assume_scheme="https",
-        help_text="Exactly the `iss` of its tokens, e.g. https://login.example.com/realms/main. "
-        "Its discovery document is read at <issuer>/.well-known/openid-configuration.",
+        help_text="Exactly the iss claim of its tokens, e.g. "
+        "https://login.example.com/realms/main. Its discovery document is read at "
+        "<issuer>/.well-known/openid-configuration.",
     )
     audiences = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
         error_messages={"required": "List at least one audience, one per line."},
-        help_text="One per line: the `aud` values accepted, typically the agent's URL (below) "
+        help_text="One per line: the aud claims accepted, typically the agent's URL (below) "
         f"or an API identifier your provider puts in tokens. At most {limits.ISSUER_AUDIENCES}.",
     )
     algorithms = forms.MultipleChoiceField(

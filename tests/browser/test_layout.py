@@ -3,8 +3,9 @@ agent with a 200-character name and a 3,000-character description without a spac
 through the console's form; a task on it with 200 KB of text without a space (sent over A2A
 with an API key), and 200 KB more sent from Try it; a push delivery to a 2,000-character URL
 answered with a long error, a failed job with a long argument, a person and an operator with
-long names, a key with limits of its own; then every console page that shows them, at 1280 px
-and at 390 px.
+long names, a key with limits of its own, a token issuer with a long name, URL, audience, user
+claim, scope and token endpoint; then every console page that shows them, at 1280 px and at
+390 px.
 
 On each page: the document is no wider than the window (with every <details> open, so what a
 click reveals counts too); at phone width every table fits the screen and the cells of its
@@ -21,8 +22,9 @@ import httpx
 import pytest
 
 from a2a_platform.celery import app as celery_app
-from agents.models import Agent, Membership
-from agents.services import api_key_create, tenant_create
+from agents import limits
+from agents.models import Agent, Issuer, Membership
+from agents.services import api_key_create, issuer_create, tenant_create
 from console.models import JobFailure
 from push_app.models import Delivery
 
@@ -61,6 +63,11 @@ OPERATOR = unbroken("operatorwithoutaspace", 150)  # the most a user name has
 USERNAME = unbroken("personwithoutaspace", 150)
 EMAIL = unbroken("mailwithoutaspace", 200) + "@example.org"
 HOOK_ERROR = unbroken("Receivererrorwithoutaspace", 500)
+ISSUER_NAME = unbroken("Issuernamewithoutaspace", 200)
+ISSUER_URL = "https://login.example.com/" + unbroken("realmwithoutaspace", 474)  # 500 in all
+AUDIENCE = unbroken("audiencewithoutaspace", limits.ISSUER_AUDIENCE)
+SCOPE = unbroken("scopewithoutaspace", limits.ISSUER_SCOPE)
+TOKEN_ENDPOINT = "https://login.example.com/" + unbroken("tokenendpointwithoutaspace", 1974)
 
 
 # --- what is measured on each page --------------------------------------------------------------
@@ -202,6 +209,17 @@ def test_long_unbroken_text_fits_every_page_at_desktop_and_phone_width(
     api_key, key = api_key_create(tenant=tenant, name=KEY_NAME, principal=PRINCIPAL)
     api_key.limits = {"key_requests_per_second": 1_000_000}  # a row of the limits page
     api_key.save()
+    issuer = issuer_create(
+        tenant=tenant,
+        issuer=ISSUER_URL,
+        audiences=[AUDIENCE, live_platform.agent_url(agent)],
+        name=ISSUER_NAME,
+        user_claim=unbroken("claimwithoutaspace", 100),
+        scopes={"send": [SCOPE, "a2a.send"], "push": [SCOPE]},
+    )
+    Issuer.objects.filter(pk=issuer.pk).update(
+        discovered={"token_endpoint": TOKEN_ENDPOINT, "read_at": "2026-12-08T10:00:00+00:00"}
+    )
 
     # a task with 200 KB of text without a space, sent over A2A with the key; its push config
     # points at a 2,000-character URL whose receiver refuses for good with a long error
@@ -286,6 +304,9 @@ def test_long_unbroken_text_fits_every_page_at_desktop_and_phone_width(
     layout.check("people", f"{base}/console/t/{tenant.slug}/people/", "#people tr.person")
     layout.check("limits", f"{base}/console/t/{tenant.slug}/limits/", "#key-limits tr.holder")
     layout.check("usage", f"{base}/console/t/{tenant.slug}/usage/", "#usage-by-agent tr.total")
+    issuers_url = f"{base}/console/t/{tenant.slug}/issuers/"
+    layout.check("issuers", issuers_url, f"#issuer-{issuer.pk} .issuer-discovered")
+    layout.check("issuer-edit", f"{issuers_url}{issuer.pk}/edit/", "#id_audiences")
 
     # and the login page, logged out, after a failed attempt with a long user name
     page.context.clear_cookies()
