@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
@@ -189,7 +190,7 @@ def issuer_check(*, issuer: Issuer) -> str:
     return f"{summary}; " + (f"token endpoint {endpoint}" if endpoint else "no token endpoint")
 
 
-def _issuer_document(client: Any, what: str, url: str) -> dict[str, Any]:
+def _issuer_document(client: httpx.Client, what: str, url: str) -> dict[str, Any]:
     try:
         return identity.document_read(client, url)
     except IssuerUnavailable as exc:
@@ -207,7 +208,7 @@ def _key_unusable(data: object, algorithms: list[str]) -> str:
         return f"a key for {use!r}, not for signatures"
     if data.get("alg") is not None and data.get("alg") not in algorithms:
         return f"{alg}, not an algorithm registered for this issuer"
-    return f"a {kty} key that fits none of {', '.join(algorithms)}"
+    return f"a key of type {kty} that fits none of {', '.join(algorithms)}"
 
 
 @transaction.atomic

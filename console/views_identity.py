@@ -76,7 +76,9 @@ class IssuerShown:
 @login_required
 def issuers(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_get_or_404(user=request.user, tenant_slug=tenant_slug)
-    agent = agent_scope(user=request.user).filter(tenant=tenant).order_by("slug").first()
+    # One of the tenant's agents as the example: an enabled one if there is any.
+    agents = agent_scope(user=request.user).filter(tenant=tenant)
+    agent = agents.order_by("-is_active", "slug").first()
     resource = agent_base_url(agent) if agent is not None else ""
     return render(
         request,

@@ -278,7 +278,7 @@ def test_a_bad_discovery_document_is_named_with_what_is_wrong(
         ),
         (
             {"keys": [{"kty": "RSA", "n": "bad", "e": "AQAB"}]},
-            "a RSA key that fits none of RS256, ES256",
+            "a key of type RSA that fits none of RS256, ES256",
         ),
     ],
 )

@@ -213,6 +213,13 @@ def test_another_tenants_people_get_404_for_its_page_and_issuers(client, world, 
             response = client.post(url(name, tenant, registered), {"active": "false"})
             assert response.status_code == 404, (name, tenant.slug)
     assert Issuer.objects.get(pk=registered.pk).is_active
+    # an id no row can have is not found either, not a database error
+    client.force_login(world["owner_a"])
+    edit = reverse(
+        "console:issuer-edit",
+        kwargs={"tenant_slug": world["a"].slug, "issuer_id": 10**20},
+    )
+    assert client.get(edit).status_code == 404
 
 
 def test_platform_wide_issuers_are_shown_read_only(client, world):
