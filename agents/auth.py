@@ -64,7 +64,8 @@ def credentials_from_headers(headers: dict[str, str]) -> str | None:
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             raise AuthenticationRequired(
-                "The Authorization header must be 'Bearer <api key or token>'."
+                "The Authorization header must be 'Bearer <api key or token>'.",
+                why="malformed Authorization header",
             )
         return value.strip()
     api_key = headers.get("x-api-key", "").strip()
@@ -171,6 +172,7 @@ def principal_for(
         if require_key:
             raise AuthenticationRequired(
                 "This operation requires an API key or a token.",
+                why="no credentials",
                 resource_metadata=identity.resource_metadata_of(agent),
             )
         if not agent.is_public:
@@ -178,6 +180,7 @@ def principal_for(
                 "This agent is private: send an API key as 'Authorization: Bearer <key>' "
                 "or 'X-API-Key: <key>', or a token of one of its tenant's issuers as "
                 "'Authorization: Bearer <token>'.",
+                why="no credentials",
                 resource_metadata=identity.resource_metadata_of(agent),
             )
         shared = agent.anonymous_scope == Agent.AnonymousScope.SHARED
@@ -190,6 +193,7 @@ def principal_for(
     ):
         raise AuthenticationRequired(
             "The API key is not valid for this agent.",
+            why="API key not valid",
             resource_metadata=identity.resource_metadata_of(agent),
         )
     return Principal(

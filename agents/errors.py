@@ -51,8 +51,11 @@ class AuthenticationRequired(RequestError):
     # RFC 6750's error code for the challenge ("" for none: no credentials were sent).
     error = ""
 
-    def __init__(self, message: str, *, resource_metadata: str = "") -> None:
+    def __init__(self, message: str, *, why: str = "", resource_metadata: str = "") -> None:
         super().__init__(message)
+        # Why, in a few fixed words that never quote the credential: what the audit log
+        # counts (audit.failures).
+        self.why = why or self.reason.lower()
         self.resource_metadata = resource_metadata
 
     def headers(self) -> dict[str, str]:

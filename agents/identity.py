@@ -132,36 +132,44 @@ async def token_caller(*, agent: Agent, token: str) -> TokenCaller:
 async def _token_verify(
     agent: Agent, token: str, issuers: tuple[cache.IssuerRow, ...]
 ) -> TokenCaller:
-    refused = functools.partial(InvalidToken, resource_metadata=resource_metadata_of(agent))
+    def refused(why: str, message: str) -> InvalidToken:
+        return InvalidToken(message, why=why, resource_metadata=resource_metadata_of(agent))
+
     try:
         header = jwt.get_unverified_header(token)
         unverified = jwt.decode(token, options={"verify_signature": False})
     except jwt.InvalidTokenError:
-        raise refused("The bearer token is neither an API key nor a well-formed JWT.") from None
+        raise refused(
+            "not a JWT", "The bearer token is neither an API key nor a well-formed JWT."
+        ) from None
     alg = header.get("alg")
     if alg not in TOKEN_ALGORITHMS:
         raise refused(
+            "algorithm not accepted",
             f"Tokens signed with alg {str(alg)[:20]!r} are not accepted (accepted: "
-            f"{', '.join(TOKEN_ALGORITHMS)})."
+            f"{', '.join(TOKEN_ALGORITHMS)}).",
         )
     named = unverified.get("iss")
     issuer = next((i for i in issuers if i.issuer == named), None)
     if issuer is None:
         raise refused(
+            "issuer not accepted",
             f"Tokens of issuer {str(named)[:200]!r} are not accepted by this agent's tenant."
             if isinstance(named, str)
-            else "The token names no issuer ('iss')."
+            else "The token names no issuer ('iss').",
         )
     if alg not in issuer.algorithms:
         raise refused(
+            "algorithm not accepted",
             f"This issuer's tokens are accepted signed with {', '.join(issuer.algorithms)}, "
-            f"not {alg}."
+            f"not {alg}.",
         )
     key = await signing_key(issuer, header.get("kid"), alg)
     if key is None:
         raise refused(
+            "unknown signing key",
             f"The token's signing key (kid {str(header.get('kid'))[:80]!r}) is not in the "
-            "issuer's key set."
+            "issuer's key set.",
         )
     try:
         claims = jwt.decode(
@@ -174,24 +182,27 @@ async def _token_verify(
             options={"require": ["exp", "iss", "aud"]},
         )
     except jwt.ExpiredSignatureError:
-        raise refused("The token has expired.") from None
+        raise refused("expired", "The token has expired.") from None
     except jwt.ImmatureSignatureError:
-        raise refused("The token is not valid yet (nbf or iat is in the future).") from None
+        raise refused(
+            "not yet valid", "The token is not valid yet (nbf or iat is in the future)."
+        ) from None
     except jwt.InvalidAudienceError:
         raise refused(
-            f"The token's audience is not accepted here (accepted: {', '.join(issuer.audiences)})."
+            "audience not accepted",
+            f"The token's audience is not accepted here (accepted: {', '.join(issuer.audiences)}).",
         ) from None
     except jwt.InvalidSignatureError:
-        raise refused("The token's signature does not verify.") from None
+        raise refused("bad signature", "The token's signature does not verify.") from None
     except jwt.MissingRequiredClaimError as exc:
-        raise refused(f"The token has no {exc.claim!r} claim.") from None
+        raise refused("claim missing", f"The token has no {exc.claim!r} claim.") from None
     except jwt.InvalidTokenError as exc:
-        raise refused(f"The token is not valid: {exc}.") from None
+        raise refused("invalid token", f"The token is not valid: {exc}.") from None
     user = claims.get(issuer.user_claim)
     if isinstance(user, int) and not isinstance(user, bool):
         user = str(user)
     if not isinstance(user, str) or not user.strip():
-        raise refused(f"The token has no {issuer.user_claim!r} claim naming its user.")
+        raise refused("no user", f"The token has no {issuer.user_claim!r} claim naming its user.")
     granted = token_scopes(claims)
     caller = TokenCaller(
         owner=owner_of(issuer.issuer, user),
