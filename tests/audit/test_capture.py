@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
 import pytest
@@ -15,12 +16,15 @@ from django.core.management import call_command
 from django.core.serializers.json import DjangoJSONEncoder
 from django.test import AsyncClient
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.crypto import decrypt
 from agents.models import Agent, ApiKey, Membership, SigningKey
 from agents.services import agent_secrets_set, signing_key_retire, signing_key_rotate
 from audit.context import Actor, acting_as
 from audit.models import AUTH_FAILURE, CHANGED, MASK, AuditEvent
+from push_app.models import Delivery, PushConfig
+from tests.factories import task_create
 
 from ..agents.test_admin_agents import SHOUTING
 from ..console.test_agent_kinds import LOCAL, SECRET, new_url, openai_form
@@ -178,6 +182,57 @@ def test_people_invited_and_their_role_changed_in_the_console(client, world):
     assert password not in log_text()
 
 
+def test_a_reply_from_the_console_is_recorded_on_the_task(world):
+    """The actions on tasks change no watched model: the console records them itself."""
+    from console.services import task_action_record
+
+    task = task_create(world["agent_a"])
+    with acting_as(Actor("user:owner_a", world["owner_a"].pk, ADDRESS)):
+        task_action_record(
+            user=world["owner_a"], task_id=task.pk, action="reply", role="owner",
+            message_id="m-1", text="the words themselves",
+        )  # fmt: skip
+    [event] = events(object_type="task")
+    assert (event.action, event.tenant_id, event.object_id) == (
+        "reply",
+        world["a"].pk,
+        str(task.pk),
+    )
+    assert event.changes == {"message_id": [None, "m-1"]}
+    assert (event.actor, event.source) == ("user:owner_a", ADDRESS)
+    assert "the words themselves" not in row_text(event)
+
+
+def test_a_redelivery_from_the_console_is_recorded_for_the_tenant(client, world):
+    task = task_create(world["agent_a"])
+    event = task.events.order_by("-seq").first()
+    config = PushConfig.objects.create(task=task, config_id="c1", url="https://example.com/hook")
+    dead = Delivery.objects.create(
+        config=config, event=event, seq=event.seq, state=Delivery.State.DEAD, attempts=3,
+        next_attempt_at=timezone.now(),
+    )  # fmt: skip
+    owner_client(client, world)
+    response = client.post(reverse("console:delivery-redeliver", args=[dead.pk]))
+    assert response.status_code == 302
+    [redelivered] = events(object_type="delivery")
+    assert (redelivered.action, redelivered.tenant_id) == ("redeliver", world["a"].pk)
+    assert (redelivered.actor, redelivered.source) == ("user:owner_a", ADDRESS)
+    assert redelivered.changes == {"state": ["dead", "pending"]}
+    # a delivery that is not dead is left alone, and nothing is recorded
+    client.post(reverse("console:delivery-redeliver", args=[dead.pk]))
+    assert len(events(object_type="delivery")) == 1
+
+
+def test_a_job_revoked_by_an_operator_is_the_platforms_record(client, world):
+    client.force_login(world["operator"])
+    job_id = str(uuid.uuid4())
+    response = client.post(reverse("console:job-revoke"), {"job": job_id}, follow=True)
+    assert any("revoked" in str(m) for m in response.context["messages"])
+    [revoked] = events(object_type="job")
+    assert (revoked.action, revoked.object_id, revoked.tenant_id) == ("revoke", job_id, None)
+    assert revoked.actor == "user:operator"
+
+
 # --- the admin --------------------------------------------------------------------------------
 
 
@@ -246,6 +301,19 @@ def test_an_operator_granting_staff_and_a_password_in_the_admin(operator, django
     assert (changed.actor, changed.source) == ("user:root", "198.51.100.4")
     assert staff.changes == {"is_staff": [False, True]}
     assert "Second-pass-2984" not in log_text() and person.password not in log_text()
+
+
+def test_a_push_config_deleted_in_the_admin_is_recorded_for_its_tenant(operator, world):
+    task = task_create(world["agent_a"])
+    config = PushConfig.objects.create(task=task, config_id="c1", url="https://example.com/hook")
+    response = operator.post(f"/admin/push_app/pushconfig/{config.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    [deleted] = events(object_type="push_config")
+    assert (deleted.action, deleted.tenant_id, deleted.actor) == (
+        "delete",
+        world["a"].pk,
+        "user:root",
+    )
 
 
 def test_signing_keys_rotated_and_retired_mask_the_private_key(world):
