@@ -55,4 +55,5 @@ urlpatterns = [
     path("", include("console.urls_ops")),
     path("", include("console.urls_limits")),
     path("", include("console.urls_usage")),
+    path("", include("console.urls_audit")),
 ]
