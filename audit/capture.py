@@ -211,6 +211,28 @@ def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dic
     return changes
 
 
+def _related_label(field: models.Field[Any, Any], pk: Any) -> Any:
+    """A foreign key's value as the log shows it: what it points to and its id, read now (a
+    row deleted meanwhile is its id alone)."""
+    if pk is None:
+        return None
+    model = field.related_model
+    related = model._base_manager.filter(pk=pk).first()  # type: ignore[union-attr]
+    if related is None:
+        return f"#{pk}"
+    watched = WATCHED.get(type(related))
+    label = watched.label_of(related) if watched else str(related)
+    return f"{label} (#{pk})"
+
+
+def _related_named(instance: models.Model, changes: dict[str, list[Any]]) -> None:
+    """Foreign keys in `changes` named by what they point to, not their bare ids."""
+    for field in _fields(type(instance)):
+        pair = changes.get(field.name)
+        if field.is_relation and pair is not None:
+            changes[field.name] = [_related_label(field, pk) for pk in pair]
+
+
 def _action(instance: models.Model, created: bool, changes: dict[str, list[Any]]) -> str:
     if created:
         if isinstance(instance, SigningKey) and (
@@ -282,11 +304,14 @@ def _after_save(
         changes = _changes(before, after)
         if not changes:
             return
-    _record(instance, action=_action(instance, created, changes), changes=changes)
+    action = _action(instance, created, changes)
+    _related_named(instance, changes)
+    _record(instance, action=action, changes=changes)
 
 
 def _after_delete(sender: type[models.Model], instance: models.Model, **_: Any) -> None:
     changes = _changes(_current(instance, _fields(sender)), None)
+    _related_named(instance, changes)
     _record(instance, action="delete", changes=changes)
 
 

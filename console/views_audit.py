@@ -178,7 +178,7 @@ def _tenant_names(tenant_ids: Iterable[int | None]) -> dict[int | None, str]:
 @dataclass(frozen=True)
 class Change:
     field: str
-    before: str
+    before: str | None  # None: there was no before (a create)
     after: str
 
 
@@ -200,11 +200,12 @@ def _text(value: Any) -> str:
 
 
 def _row(event: AuditEvent, *, tenant: str, addresses: bool) -> EventRow:
+    # By name: the stored object's own order is the database's (jsonb sorts its keys).
     changes = [
-        Change(field, _text(pair[0]), _text(pair[1]))
+        Change(field, None if pair[0] is None else _text(pair[0]), _text(pair[1]))
         if isinstance(pair, list) and len(pair) == 2
-        else Change(field, "", _text(pair))
-        for field, pair in (event.changes or {}).items()
+        else Change(field, None, _text(pair))
+        for field, pair in sorted((event.changes or {}).items())
     ]
     return EventRow(
         event=event,

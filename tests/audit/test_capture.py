@@ -148,7 +148,9 @@ def test_console_keys_created_and_revoked_are_recorded_without_their_secret(clie
     assert created.object_label == f"ci-bot ({key.prefix}…)"
     assert created.changes["secret_hash"] == [None, MASK]
     assert created.changes["prefix"] == [None, key.prefix]
-    assert created.changes["agent"] == [None, agent.pk]
+    # a foreign key by what it points to, and its id
+    assert created.changes["agent"] == [None, f"alpha (#{agent.pk})"]
+    assert created.changes["tenant"] == [None, f"{world['a'].slug} (#{world['a'].pk})"]
     assert list(revoked.changes) == ["revoked_at"] and revoked.changes["revoked_at"][0] is None
     text = log_text()
     assert secret not in text and key.secret_hash not in text
