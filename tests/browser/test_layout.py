@@ -286,6 +286,7 @@ def test_long_unbroken_text_fits_every_page_at_desktop_and_phone_width(
     layout.check("people", f"{base}/console/t/{tenant.slug}/people/", "#people tr.person")
     layout.check("limits", f"{base}/console/t/{tenant.slug}/limits/", "#key-limits tr.holder")
     layout.check("usage", f"{base}/console/t/{tenant.slug}/usage/", "#usage-by-agent tr.total")
+    layout.check("audit", f"{base}/console/audit/?tenant={tenant.slug}", "#audit tr.event")
 
     # and the login page, logged out, after a failed attempt with a long user name
     page.context.clear_cookies()
