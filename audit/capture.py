@@ -2,12 +2,12 @@
 agents, API keys, signing keys, memberships, plans, issuers, accounts and groups), each saved or
 deleted instance a row of the log, written in the change's own transaction.
 
-Model signals, where the project otherwise uses none: the console, the admin, the services and
-the commands all change these models, and only a receiver on the model itself hears every one
-of them without each path remembering to record. The receivers decide nothing and change
-nothing but the log, and are connected to these models only: no A2A request path saves them
-(a key's `last_used_at` is an UPDATE of its own, no signal), and the task, event, usage and push
-tables, which the hot paths write, have none.
+Model signals, which the project otherwise keeps away from its logic: the console, the admin,
+the services and the commands all change these models, and only a receiver on the model itself
+hears every one of them without each path remembering to record. The receivers decide nothing
+and change nothing but the log, and are connected to these models only: no A2A request path
+saves them (a key's `last_used_at` is an UPDATE of its own, no signal), and the task, event,
+usage and push tables, which the hot paths write, have none.
 
 Before a change the stored row is read once (`pre_save`: only the fields the save writes), so
 the row holds each changed field as [before, after]; a create holds every field set, a delete
@@ -21,7 +21,6 @@ does is not heard: the paths that change these models save each instance.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +36,6 @@ from agents.models import Agent, ApiKey, Issuer, Membership, Plan, SigningKey, T
 
 from .models import CHANGED, MASK
 from .services import event_record
-
-logger = logging.getLogger(__name__)
 
 # A value longer than this (as JSON) is cut: a description of thousands of characters says
 # enough in its first thousand.
@@ -249,12 +246,10 @@ def _action(instance: models.Model, created: bool, changes: dict[str, list[Any]]
     return "update"
 
 
-def _record(
-    instance: models.Model, *, action: str, changes: dict[str, list[Any]], tenant_id: Any = ...
-) -> None:
+def _record(instance: models.Model, *, action: str, changes: dict[str, list[Any]]) -> None:
     watched = WATCHED[type(instance)]
     event_record(
-        tenant_id=watched.tenant_of(instance) if tenant_id is ... else tenant_id,
+        tenant_id=watched.tenant_of(instance),
         action=action,
         object_type=watched.object_type,
         object_id=str(instance.pk),

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.serializers.json import DjangoJSONEncoder
 from django.test import AsyncClient
@@ -272,6 +273,17 @@ def test_admin_changes_are_recorded_as_the_operator(operator, make_tenant):
         )
     assert created.action == "create" and renamed.action == "update"
     assert renamed.changes == {"name": ["Shouter", "Renamed"]}
+
+
+def test_an_accounts_groups_are_recorded_by_name(django_user_model):
+    group = Group.objects.create(name="ops")
+    person = django_user_model.objects.create_user("gus")
+    with acting_as(Actor("user:root")):
+        person.groups.add(group)
+        person.groups.remove(group)
+    added, removed = events(object_type="user", object_label="gus", action="update")
+    assert added.changes == {"groups": [[], ["ops"]]}
+    assert removed.changes == {"groups": [["ops"], []]}
 
 
 def test_an_admin_key_is_recorded_and_its_shown_secret_is_not(operator, make_tenant):
