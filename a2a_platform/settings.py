@@ -167,6 +167,7 @@ INSTALLED_APPS = [
     "push_app",
     "grpc_server",
     "console",
+    "audit",
 ]
 
 LOGIN_URL = "console:login"
@@ -179,6 +180,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Who a console or admin request acts as, for the audit log (read only when it records).
+    "audit.context.AuditContext",
     # Before anything reads a console or admin form (CSRF's check does, in its view hook).
     "console.refusals.ConsoleBodyLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -364,6 +367,7 @@ CELERY_TASK_ROUTES = {
     "push_app.tasks.push_deliver_task": {"queue": "push"},
     "tasks_app.tasks.reap_stuck_tasks_task": {"queue": "maintenance"},
     "tasks_app.tasks.delete_expired_tasks_task": {"queue": "maintenance"},
+    "audit.tasks.delete_expired_audit_events_task": {"queue": "maintenance"},
     "push_app.tasks.push_dispatch_due_task": {"queue": "maintenance"},
 }
 
@@ -397,6 +401,10 @@ A2A_DEFAULT_PLAN = env.str("A2A_DEFAULT_PLAN", default="")
 # process killed outright loses at most this long of counts; shorter costs one more INSERT
 # per process per interval.
 A2A_USAGE_FLUSH_SECONDS = _positive_float("A2A_USAGE_FLUSH_SECONDS", 5.0)
+# The audit log (audit.failures, docs/audit.md): each process counts the credentials its agents
+# refused in memory and adds them to the log's hourly rows every this many seconds (and when
+# it exits).
+A2A_AUDIT_FLUSH_SECONDS = _positive_float("A2A_AUDIT_FLUSH_SECONDS", 5.0)
 # Threads of a push worker process (each delivery is one blocking HTTP request).
 A2A_PUSH_WORKER_CONCURRENCY = _positive_int("A2A_PUSH_WORKER_CONCURRENCY", 8)
 
@@ -679,6 +687,11 @@ CELERY_BEAT_SCHEDULE = {
     },
     "delete-expired-tasks": {
         "task": "tasks_app.tasks.delete_expired_tasks_task",
+        "schedule": 3600.0,
+    },
+    # The audit log follows the tasks' retention, on the same schedule.
+    "delete-expired-audit-events": {
+        "task": "audit.tasks.delete_expired_audit_events_task",
         "schedule": 3600.0,
     },
     "dispatch-due-push-deliveries": {

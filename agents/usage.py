@@ -1,10 +1,11 @@
 """Usage metering: what each tenant's agents use, per UTC day (the UsageDay rows).
 
 Counting is on the hot paths (every A2A call, every run), so it does no I/O: `count()` adds to
-this process's buffer, a dict keyed by (tenant, agent, day) whose counts are merged per key.
-A daemon thread adds the buffer to PostgreSQL every `A2A_USAGE_FLUSH_SECONDS` with one
-`INSERT ... ON CONFLICT DO UPDATE SET n = n + EXCLUDED.n` per batch, so the database sees one
-statement per process per interval however busy the process is. The buffer is flushed also
+this process's buffer (a2a_platform.buffers), a dict keyed by (tenant, agent, day) whose counts
+are merged per key. A daemon thread adds the buffer to PostgreSQL every
+`A2A_USAGE_FLUSH_SECONDS` with one `INSERT ... ON CONFLICT DO UPDATE SET n = n + EXCLUDED.n`
+per batch, so the database sees one statement per process per interval however busy the
+process is. The buffer is flushed also
 when the process exits (atexit: after a web process's or the sidecar's drain, which ends with
 the process), and when a Celery worker stops (its warm shutdown begins a flush at once; its
 end, once the runs have ended, flushes what they counted since).
@@ -28,25 +29,20 @@ Stored bytes are not metered.
 
 from __future__ import annotations
 
-import atexit
 import contextvars
-import logging
-import os
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypedDict
 
-from celery.signals import worker_shutdown, worker_shutting_down
 from django.conf import settings
-from django.db import DataError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Sum
 
-from .models import Agent, UsageDay
+from a2a_platform.buffers import Buffer
 
-logger = logging.getLogger(__name__)
+from .models import Agent, UsageDay
 
 COUNTERS = (
     "requests",
@@ -71,19 +67,14 @@ def today() -> date:
     return datetime.now(UTC).date()
 
 
-class Meter:
-    """A process's buffer of counts and its flush. One per process (`METER`), whose thread
-    starts with its first count; tests make their own, flushed by hand (`background=False`)."""
+class Meter(Buffer[Key, dict[str, float]]):
+    """A process's buffer of counts (a2a_platform.buffers) and its flush. One per process
+    (`METER`), whose thread starts with its first count; tests make their own, flushed by hand
+    (`background=False`)."""
 
-    def __init__(self, *, background: bool = True) -> None:
-        self.background = background
-        self._lock = threading.Lock()
-        self._pending: dict[Key, dict[str, float]] = {}
-        # One flush at a time: the exit's flush waits for the thread's, so nothing it holds is
-        # dropped with the interpreter.
-        self._flushing = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+    name = "usage"
+    label = "Usage"
+    what = "agent-days"
 
     def count(
         self, tenant_id: int, agent_id: int, counters: Mapping[str, float], day: date | None = None
@@ -94,92 +85,21 @@ class Meter:
             raise TypeError(f"Not usage counters: {', '.join(sorted(counters.keys() - _KNOWN))}.")
         if any(n < 0 for n in counters.values()):
             raise ValueError(f"Usage only grows: {dict(counters)}.")
-        key = (tenant_id, agent_id, day or today())
-        with self._lock:
-            entry = self._pending.get(key)
-            if entry is None:
-                self._pending[key] = dict(counters)
-            else:
-                for name, n in counters.items():
-                    entry[name] = entry.get(name, 0) + n
-        if self._thread is None and self.background:
-            self._start()
+        self.add((tenant_id, agent_id, day or today()), dict(counters))
 
-    def pending(self) -> dict[Key, dict[str, float]]:
-        """A copy of the counts not yet flushed."""
-        with self._lock:
-            return {key: dict(entry) for key, entry in self._pending.items()}
+    def interval(self) -> float:
+        return float(settings.A2A_USAGE_FLUSH_SECONDS)
 
-    def flush(self) -> bool:
-        """Add the buffer to the database; False (the counts kept for the next flush) if it
-        could not be written."""
-        with self._flushing:
-            with self._lock:
-                batch, self._pending = self._pending, {}
-            if not batch:
-                return True
-            try:
-                usage_add(batch)
-            except DataError:
-                # A count no column can hold: it never will, and must not stop the others.
-                logger.exception("Usage: the counts of %d agent-days are dropped", len(batch))
-                return False
-            except Exception as exc:
-                # The database away, or not migrated yet (a rolling upgrade): the counts wait.
-                first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-                logger.warning(
-                    "Usage: the counts of %d agent-days are kept for the next flush: %s: %s",
-                    len(batch),
-                    type(exc).__name__,
-                    first_line,
-                )
-                self._merge(batch)
-                return False
-            return True
+    def combine(self, entry: dict[str, float], more: dict[str, float]) -> dict[str, float]:
+        for name, n in more.items():
+            entry[name] = entry.get(name, 0) + n
+        return entry
 
-    def flush_soon(self) -> None:
-        """Have the thread flush now, without waiting for it (safe in a signal handler)."""
-        self._wake.set()
-
-    def forget(self) -> None:
-        """Drop the buffer: a forked child's copy is its parent's to flush."""
-        self._lock = threading.Lock()
-        self._flushing = threading.Lock()
-        self._pending = {}
-        self._wake = threading.Event()
-        self._thread = None
-
-    def _merge(self, batch: dict[Key, dict[str, float]]) -> None:
-        with self._lock:
-            for key, counters in batch.items():
-                entry = self._pending.setdefault(key, {})
-                for name, n in counters.items():
-                    entry[name] = entry.get(name, 0) + n
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is not None:
-                return
-            self._thread = threading.Thread(target=self._serve, name="a2a-usage", daemon=True)
-        self._thread.start()
-        if self is METER:
-            _hooks_install()
-
-    def _serve(self) -> None:
-        while True:
-            self._wake.wait(settings.A2A_USAGE_FLUSH_SECONDS)
-            self._wake.clear()
-            try:
-                self.flush()
-            except Exception:  # never let the thread die: the next interval tries again
-                logger.exception("Usage flush failed")
-            finally:
-                # The thread's connection goes back to the pool (or closes) between flushes,
-                # as the database threads' do after each call.
-                connection.close()
+    def write(self, batch: dict[Key, dict[str, float]]) -> None:
+        usage_add(batch)
 
 
-METER = Meter()
+METER = Meter(process_wide=True)
 
 
 def count(*, tenant_id: int, agent_id: int, **counters: float) -> None:
@@ -283,39 +203,6 @@ def usage_add(batch: Mapping[Key, Mapping[str, float]]) -> None:
 
 def _value(name: str, n: float) -> float:
     return float(n) if name == "run_seconds" else int(n)
-
-
-def _flush_at_exit() -> None:
-    if METER.pending():
-        METER.flush()
-
-
-_installed = False
-
-
-def _hooks_install() -> None:
-    """Flush when the process ends, and when a Celery worker stops (once this process
-    counts)."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    atexit.register(_flush_at_exit)
-    # Warm shutdown begins in Celery's signal handler: the thread flushes, the handler waits
-    # for nothing. Its end (runs over, or handed back) flushes what they counted since.
-    worker_shutting_down.connect(_on_worker_stopping, weak=False)
-    worker_shutdown.connect(_on_worker_stopped, weak=False)
-
-
-def _on_worker_stopping(**_: Any) -> None:
-    METER.flush_soon()
-
-
-def _on_worker_stopped(**_: Any) -> None:
-    METER.flush()
-
-
-os.register_at_fork(after_in_child=METER.forget)
 
 
 # --- reads ----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The recorded Celery job failures in the admin: read-only, deletable to clear them."""
+"""The recorded Celery job failures in the admin: read-only, deletable to clear them (each
+deletion recorded in the audit log)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from audit.admin import DeletionsRecorded
+
 from .models import JobFailure
 
 
 @admin.register(JobFailure)
-class JobFailureAdmin(admin.ModelAdmin):
+class JobFailureAdmin(DeletionsRecorded):
+    audit_object_type = "job_failure"
     list_display = ("failed_at", "task_name", "exception_type", "worker_hostname", "celery_task_id")
     list_filter = ("task_name", "exception_type")
     search_fields = ("celery_task_id", "task_name", "exception_message")

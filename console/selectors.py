@@ -39,6 +39,7 @@ from a2a_platform.beat import beat_last_tick, beat_stale_after_seconds
 from a2a_platform.celery import app
 from a2a_platform.queues import queue_depths, within
 from agents.models import Agent, ApiKey, Issuer, Membership, Tenant
+from audit.models import AuditEvent
 from push_app.models import Delivery, DeliveryAttempt
 from tasks_app.models import STATE_CHOICES, TERMINAL_STATES, Artifact, Message, Task, TaskEvent
 from tasks_app.selectors import task_page_after, task_page_token
@@ -159,6 +160,38 @@ def tenants_owned(*, user: User, tenants: list[Tenant]) -> list[Tenant]:
         ).values_list("tenant_id", flat=True)
     )
     return [t for t in tenants if t.pk in owned]
+
+
+# --- the audit log: members read their tenants' log, owners also where it came from -----------
+
+
+def audit_scope(*, user: User) -> QuerySet[AuditEvent]:
+    """The events the user may read: an operator every one (the platform's own, with no
+    tenant, included); anyone else those of the tenants they see (tenant_scope)."""
+    if not user.is_authenticated or not user.is_active:
+        return AuditEvent.objects.none()
+    if user.is_staff:
+        return AuditEvent.objects.all()
+    return AuditEvent.objects.filter(tenant_id__in=tenant_scope(user=user).values("pk"))
+
+
+def audit_owned_tenant_ids(*, user: User) -> set[int]:
+    """The tenants whose events the user (not staff) reads whole, addresses included, and
+    exports: those they own (and see)."""
+    if not user.is_authenticated or not user.is_active or user.is_staff:
+        return set()
+    return set(
+        tenant_scope(user=user)
+        .filter(memberships__user=user, memberships__role=Membership.Role.OWNER)
+        .values_list("pk", flat=True)
+    )
+
+
+def audit_export_scope(*, user: User) -> QuerySet[AuditEvent]:
+    """The events the user may export: an operator every one, an owner their tenants'."""
+    if user.is_authenticated and user.is_active and user.is_staff:
+        return AuditEvent.objects.all()
+    return AuditEvent.objects.filter(tenant_id__in=audit_owned_tenant_ids(user=user))
 
 
 # --- the overview and an agent's page ----------------------------------------------------------

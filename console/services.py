@@ -1,7 +1,8 @@
 """Writes the console's pages make beyond one call to an app's service: each owns its
 transaction (an agent's fields with its secrets, an account with its membership, a key's
 revocation, the record of an action on a task), or, for a job, the broker's answer within a
-deadline."""
+deadline. Changes to the watched models are recorded in the audit log where they are saved
+(audit.capture); the actions on tasks and jobs, which change no watched model, here."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from a2a_platform.celery import app
 from a2a_platform.queues import within
 from agents.models import Agent, ApiKey, Tenant
 from agents.services import ActionRefused, agent_secrets_set, agent_update, membership_add
+from audit.services import event_record
 from tasks_app.models import Task
 
 from .selectors import BROKER_DEADLINE_SECONDS
@@ -89,8 +91,10 @@ def _account_new(User: Any, *, username: str, email: str) -> Any:
 def job_revoke(*, job_id: str, deadline: float = BROKER_DEADLINE_SECONDS) -> None:
     """Revoke a Celery job by id on every live worker: one that has not started is skipped when
     its turn comes; one already running finishes (thread pools cannot stop a job midway).
-    Raises what the broker raised, or TimeoutError past `deadline` seconds."""
+    Raises what the broker raised, or TimeoutError past `deadline` seconds. Recorded in the
+    audit log once the broker took it."""
     within(deadline, lambda: app.control.revoke(job_id))
+    event_record(tenant_id=None, action="revoke", object_type="job", object_id=job_id)
 
 
 # --- what a person did to a task from the console -------------------------------------------
@@ -99,6 +103,10 @@ TaskAction = Literal["cancel", "reply", "try"]
 # How much of a sent message its record keeps: enough to say what was sent; the message itself
 # is in the task's history.
 SENT_TEXT_KEPT = 200
+
+
+# The audit log's name of each action.
+AUDIT_ACTIONS: dict[TaskAction, str] = {"cancel": "cancel", "reply": "reply", "try": "send"}
 
 
 def task_content_type() -> ContentType:
@@ -114,6 +122,7 @@ def _excerpt(text: str) -> str:
     return line if len(line) <= SENT_TEXT_KEPT else line[: SENT_TEXT_KEPT - 1] + "…"
 
 
+@transaction.atomic
 def task_action_record(
     *,
     user: Any,
@@ -125,8 +134,18 @@ def task_action_record(
 ) -> LogEntry:
     """Record that `user`, acting as `role` (operator, owner or member), canceled the task,
     replied to it, or started it from Try it: a row of Django's admin log, so the admin's
-    history of the task shows it beside the task page. A Try-it send made the task (ADDITION);
-    the others changed it (CHANGE)."""
+    history of the task shows it beside the task page, and an event of the tenant's audit log
+    (the message's id, not its text). A Try-it send made the task (ADDITION); the others
+    changed it (CHANGE)."""
+    tenant_id = Task.objects.values_list("tenant_id", flat=True).get(pk=task_id)
+    event_record(
+        tenant_id=tenant_id,
+        action=AUDIT_ACTIONS[action],
+        object_type="task",
+        object_id=str(task_id),
+        object_label=f"Task {task_id} (as {role})",
+        changes={"message_id": [None, message_id]} if message_id else {},
+    )
     if action == "cancel":
         what = f"Canceled the task (as {role})."
     else:

@@ -56,4 +56,5 @@ urlpatterns = [
     path("", include("console.urls_limits")),
     path("", include("console.urls_usage")),
     path("", include("console.urls_identity")),
+    path("", include("console.urls_audit")),
 ]

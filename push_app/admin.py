@@ -1,4 +1,5 @@
-"""Push configs and deliveries in the admin: read-only records, and redelivery of dead ones."""
+"""Push configs and deliveries in the admin: read-only records, and redelivery of dead ones.
+Deleting them here is recorded in the audit log (audit.admin.DeletionsRecorded)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from audit.admin import DeletionsRecorded
+
 from .delivery import delivery_redeliver
 from .models import Delivery, DeliveryAttempt, PushConfig
 
 
 @admin.register(PushConfig)
-class PushConfigAdmin(admin.ModelAdmin):
+class PushConfigAdmin(DeletionsRecorded):
+    audit_object_type = "push_config"
     list_display = ("config_id", "task", "url", "dialect", "created_at")
     search_fields = ("config_id", "url", "task__id")
     # The token and credentials are encrypted; the admin never shows them.
@@ -22,6 +26,9 @@ class PushConfigAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def audit_tenant_id(self, obj: PushConfig) -> int | None:
+        return obj.task.tenant_id
 
 
 class AttemptInline(admin.TabularInline):
@@ -33,7 +40,8 @@ class AttemptInline(admin.TabularInline):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(DeletionsRecorded):
+    audit_object_type = "delivery"
     list_display = ("config", "seq", "state", "attempts", "last_status_code", "next_attempt_at")
     list_filter = ("state",)
     search_fields = ("config__config_id", "config__url", "config__task__id")
@@ -53,6 +61,9 @@ class DeliveryAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def audit_tenant_id(self, obj: Delivery) -> int | None:
+        return obj.config.task.tenant_id
 
     @admin.action(description="Redeliver the selected dead deliveries")
     def redeliver(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:

@@ -31,6 +31,7 @@ from a2a_platform.versions import V0_1, V1_0
 from agents import usage
 from agents.crypto import decrypt
 from agents.signing import push_signature
+from audit.services import event_record
 from bindings.codecs import v01, v03
 from tasks_app.models import TaskEvent
 from tasks_app.selectors import task_artifact_ids
@@ -255,13 +256,25 @@ def deliveries_due() -> list[uuid.UUID]:
     )
 
 
+@transaction.atomic
 def delivery_redeliver(*, delivery_id: uuid.UUID) -> bool:
-    """An operator's retry of a dead delivery: pending again, attempts kept in the log."""
+    """An operator's retry of a dead delivery: pending again, attempts kept in the log, and the
+    retry in the tenant's audit log (as whoever asked: the console's or the admin's person)."""
     updated = Delivery.objects.filter(pk=delivery_id, state=Delivery.State.DEAD).update(
         state=Delivery.State.PENDING, next_attempt_at=timezone.now(), updated_at=timezone.now()
     )
     if updated:
-        config_pk = Delivery.objects.values_list("config_id", flat=True).get(pk=delivery_id)
+        config_pk, tenant_id, task_id, seq = Delivery.objects.values_list(
+            "config_id", "config__task__tenant_id", "config__task_id", "seq"
+        ).get(pk=delivery_id)
+        event_record(
+            tenant_id=tenant_id,
+            action="redeliver",
+            object_type="delivery",
+            object_id=str(delivery_id),
+            object_label=f"Task {task_id}, event {seq}",
+            changes={"state": [Delivery.State.DEAD, Delivery.State.PENDING]},
+        )
         from .tasks import push_deliver_task
 
         transaction.on_commit(lambda: push_deliver_task.delay(str(config_pk)), robust=True)

@@ -256,12 +256,15 @@ _TENANT_NUMBERS = itertools.count()
 
 @pytest.fixture(scope="session", autouse=True)
 def _usage_dropped_with_the_test_database(django_db_setup: Any) -> Iterator[None]:
-    """The usage this process counted and has not flushed belongs to the test database, which
-    is dropped after this: not flushed at exit into a database that is gone."""
+    """The usage (and the refused credentials) this process counted and has not flushed
+    belong to the test database, which is dropped after this: not flushed at exit into a
+    database that is gone."""
     yield
     from agents import usage
+    from audit.failures import FAILURES
 
     usage.METER.forget()
+    FAILURES.forget()
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "architecture.md"
-PACKAGES = ("a2a_platform", "agents", "bindings", "console", "grpc_server", "push_app", "tasks_app")
+PACKAGES = (
+    "a2a_platform",
+    "agents",
+    "audit",
+    "bindings",
+    "console",
+    "grpc_server",
+    "push_app",
+    "tasks_app",
+)
 ROOMS = "|".join(PACKAGES)
 
 

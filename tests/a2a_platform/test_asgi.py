@@ -16,11 +16,13 @@ from a2a_platform.asgi import A2A_PATH_MIDDLEWARE, application
 
 # What the A2A views have no use for: they authenticate API keys themselves, are CSRF-exempt,
 # neither read nor set a session, a user or messages, and bound their bodies themselves (the
-# console's body limit is for its forms).
+# console's body limit is for its forms); an A2A call changes nothing the audit log records, so
+# it needs no actor.
 LEFT_OUT = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.context.AuditContext",
     "console.refusals.ConsoleBodyLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]

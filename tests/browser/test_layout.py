@@ -307,6 +307,7 @@ def test_long_unbroken_text_fits_every_page_at_desktop_and_phone_width(
     issuers_url = f"{base}/console/t/{tenant.slug}/issuers/"
     layout.check("issuers", issuers_url, f"#issuer-{issuer.pk} .issuer-discovered")
     layout.check("issuer-edit", f"{issuers_url}{issuer.pk}/edit/", "#id_audiences")
+    layout.check("audit", f"{base}/console/audit/?tenant={tenant.slug}", "#audit tr.event")
 
     # and the login page, logged out, after a failed attempt with a long user name
     page.context.clear_cookies()

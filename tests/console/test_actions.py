@@ -27,6 +27,7 @@ from agents.auth import Principal
 from agents.cache import forget_all
 from agents.models import Agent, ApiKey, Membership
 from agents.services import api_key_create
+from audit.models import AuditEvent
 from tasks_app.models import Task
 from tests.factories import task_create
 
@@ -603,6 +604,13 @@ def test_an_owner_replies_and_an_operator_cancels_and_both_are_recorded(client, 
         r"Replied \(as owner\), message [0-9a-f-]{36}: “more, please”", records[0][2]
     )
     assert records[1][2] == "Canceled the task (as operator)."
+    # and in the tenant's audit log, as whom and from where, without the message's text
+    audited = AuditEvent.objects.filter(object_type="task", object_id=str(task.pk)).order_by("pk")
+    assert list(audited.values_list("action", "actor", "source", "tenant_id")) == [
+        ("reply", "user:owner_a", "127.0.0.1", world["a"].pk),
+        ("cancel", "user:operator", "127.0.0.1", world["a"].pk),
+    ]
+    assert "more, please" not in str(list(audited.values()))
     client.force_login(world["member_a"])
     page = client.get(_action_url(task, "console:task")).content.decode()
     log = re.search(r'<ol class="action-log" id="action-log">(.*?)</ol>', page, re.S).group(1)

@@ -353,8 +353,12 @@ def valid_key(*, tenant: Tenant, name: str, secret: str, agent: Agent | None) ->
 
 
 def keys_revoke(*, tenant: Tenant, name: str, keep: ApiKey | None = None) -> None:
-    """Revoke the tenant's keys `name`, but `keep`: their secrets cannot be shown again."""
+    """Revoke the tenant's keys `name`, but `keep`: their secrets cannot be shown again. Each
+    key is saved on its own, so the audit log records each revocation."""
     keys = ApiKey.objects.filter(tenant=tenant, name=name, revoked_at__isnull=True)
     if keep is not None:
         keys = keys.exclude(pk=keep.pk)
-    keys.update(revoked_at=timezone.now())
+    now = timezone.now()
+    for key in keys:
+        key.revoked_at = now
+        key.save(update_fields=["revoked_at"])
