@@ -97,11 +97,18 @@ async def caller_resolve(
     if raw_key is not None and prefix is None and identity.looks_like_token(raw_key):
         if agent is None:
             agent, _ = await _caller_rows_once(tenant_slug, agent_slug, None, None)
-        return agent, token_principal(await identity.token_caller(agent=agent, token=raw_key))
+        try:
+            caller = await identity.token_caller(agent=agent, token=raw_key)
+        except AuthenticationRequired as exc:
+            raise exc.at(agent) from None
+        return agent, token_principal(caller)
     key = cache.key_cached(prefix) if prefix else None
     if agent is None or (prefix and key is None):
         agent, key = await _caller_rows_once(tenant_slug, agent_slug, prefix, agent)
-    principal = principal_for(agent=agent, raw_key=raw_key, key=key)
+    try:
+        principal = principal_for(agent=agent, raw_key=raw_key, key=key)
+    except AuthenticationRequired as exc:
+        raise exc.at(agent) from None
     if key is not None:
         now = timezone.now()
         if cache.key_touch_due(key, now, LAST_USED_EVERY_SECONDS):

@@ -9,6 +9,7 @@ the `google.rpc.ErrorInfo` reason.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 
 class RequestError(Exception):
@@ -57,6 +58,14 @@ class AuthenticationRequired(RequestError):
         # counts (audit.failures).
         self.why = why or self.reason.lower()
         self.resource_metadata = resource_metadata
+        # The agent that refused the credentials, once known (`at`).
+        self.tenant_id: int | None = None
+        self.agent_id: int | None = None
+
+    def at(self, agent: Any) -> AuthenticationRequired:
+        """This refusal, as made by `agent` (an agents.models.Agent)."""
+        self.tenant_id, self.agent_id = agent.tenant_id, agent.pk
+        return self
 
     def headers(self) -> dict[str, str]:
         return {

@@ -35,6 +35,7 @@ from agents.cache import call_limits
 from agents.errors import AuthenticationRequired
 from agents.hosts import LOOKUP, host_agent, host_agent_nowait
 from agents.models import Agent, versions_parse
+from audit import auth_failure
 from tasks_app.errors import InvalidParamsError, VersionNotSupportedError, task_not_found
 from tasks_app.operations import Caller
 from tasks_app.selectors import task_agent_path
@@ -167,36 +168,59 @@ class Identified:
         )
 
 
+def refusal_counted(
+    refusal: AuthenticationRequired, *, tenant_id: int | None, agent_id: int | None, source: str
+) -> None:
+    """Count a refusal of an agent's in the audit log (audit.failures: in memory, written
+    within seconds); `source`: the address the call came from."""
+    if tenant_id is not None:
+        auth_failure(
+            tenant_id=tenant_id, agent_id=agent_id, reason=refusal.why, source=source or None
+        )
+
+
 async def agent_identify(
     *,
     tenant_slug: str,
     agent_slug: str,
     credentials: str | None,
     refused: AuthenticationRequired | None = None,
+    source: str = "",
 ) -> Identified:
     """The agent `<tenant>/<agent>` and the principal `credentials` make; `refused`: the
     credentials could not even be read. An unknown agent is AgentNotFound whatever the
-    credentials say, so a refusal never tells which agents exist."""
+    credentials say, so a refusal never tells which agents exist. A refusal is counted in the
+    audit log, from `source`."""
     try:
         agent, principal = await caller_resolve(
             tenant_slug=tenant_slug, agent_slug=agent_slug, raw_key=None if refused else credentials
         )
     except AuthenticationRequired as exc:
+        refusal_counted(
+            refused or exc, tenant_id=exc.tenant_id, agent_id=exc.agent_id, source=source
+        )
         return Identified(agent=None, principal=None, refused=refused or exc)
+    if refused is not None:
+        refusal_counted(refused, tenant_id=agent.tenant_id, agent_id=agent.pk, source=source)
     return Identified(agent=agent, principal=None if refused else principal, refused=refused)
 
 
 async def http_identify(
-    *, tenant_slug: str, agent_slug: str, headers: Mapping[str, str]
+    *, tenant_slug: str, agent_slug: str, headers: Mapping[str, str], source: str = ""
 ) -> Identified:
-    """The agent at an HTTP URL and who calls it, from the request's headers."""
+    """The agent at an HTTP URL and who calls it, from the request's headers; `source`: the
+    client's address (REMOTE_ADDR)."""
     lowered = {k.lower(): v for k, v in headers.items()}
     try:
         credentials, refused = credentials_from_headers(lowered), None
     except AuthenticationRequired as exc:
         credentials, refused = None, exc
     return await agent_identify(
-        tenant_slug=tenant_slug, agent_slug=agent_slug, credentials=credentials, refused=refused
+        tenant_slug=tenant_slug,
+        agent_slug=agent_slug,
+        credentials=credentials,
+        refused=refused,
+        source=source,
     )
 
 
@@ -272,10 +296,12 @@ async def grpc_caller(
     tenant: str = "",
     task_id: str = "",
     bound: tuple[str, str] | None = None,
+    source: str = "",
 ) -> Caller:
     """The caller of a gRPC call, from its metadata (lower-case keys, in order), the request's
     `tenant` (v1.0) and the task it acts on, if any; `bound`: the agent whose own port the call
-    came to (A2A_GRPC_AGENT_PORTS), which it may not name another agent on."""
+    came to (A2A_GRPC_AGENT_PORTS), which it may not name another agent on; `source`: the
+    peer's address, for the audit log's count of refusals."""
     for key in ("a2a-version", AGENT_METADATA, "authorization", "x-api-key"):
         if len({v for k, v in metadata if k == key}) > 1:
             raise InvalidParamsError(
@@ -323,7 +349,8 @@ async def grpc_caller(
         agent, principal = await caller_resolve(
             tenant_slug=path[0], agent_slug=path[1], raw_key=credentials_from_headers(values)
         )
-    except AuthenticationRequired:
+    except AuthenticationRequired as exc:
+        refusal_counted(exc, tenant_id=exc.tenant_id, agent_id=exc.agent_id, source=source)
         if by_task:
             # The caller did not name this agent: that the task exists is not theirs to learn.
             raise task_not_found(task_id) from None

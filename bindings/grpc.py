@@ -97,6 +97,7 @@ class _Service:
             tenant=tenant,
             task_id=task_id,
             bound=self.bound,
+            source=context.peer() or "",
         )
 
     async def unary(self, context: Context, call: Callable[[], Awaitable[R]]) -> R:

@@ -615,7 +615,10 @@ async def agent_jsonrpc(request: HttpRequest, tenant_slug: str, agent_slug: str)
         # The agent, and its caller or why the credentials were refused: that is answered
         # after the request's own checks below.
         identified = await http_identify(
-            tenant_slug=tenant_slug, agent_slug=agent_slug, headers=request.headers
+            tenant_slug=tenant_slug,
+            agent_slug=agent_slug,
+            headers=request.headers,
+            source=request.META.get("REMOTE_ADDR") or "",
         )
         content_type = request.content_type or ""
         if (

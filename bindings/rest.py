@@ -606,6 +606,7 @@ class A2AView(APIView):
             tenant_slug=self.kwargs["tenant_slug"],
             agent_slug=self.kwargs["agent_slug"],
             headers=request.headers,
+            source=request.META.get("REMOTE_ADDR") or "",
         )
         return await admitted(http_caller(identified, request.headers, dialect=self.dialect))
 

@@ -24,10 +24,12 @@ import pytest
 from a2a.types import SendMessageRequest, TaskState
 from a2a.types import a2a_pb2_grpc as pb10_grpc
 from a2a.utils.errors import TaskNotFoundError
+from django.db.models import Sum
 
 from agents.identity import owner_of, protected_resource_metadata_url
 from agents.models import Issuer
 from agents.services import issuer_create
+from audit.models import AuditEvent
 from tasks_app.models import Task
 
 from .clients import user_message
@@ -212,6 +214,25 @@ def test_bad_tokens_are_refused_on_every_binding_and_write_nothing(deploy, provi
         # gRPC 1.0: UNAUTHENTICATED.
         assert grpc_send(grpc_address, tenant_value, token) == grpc.StatusCode.UNAUTHENTICATED, name
     assert not Task.objects.filter(agent=agent).exists()
+    # The audit log counts them per reason (written by each process within
+    # A2A_AUDIT_FLUSH_SECONDS), and holds no token.
+    tokens = [token for token, _ in bad_tokens(provider, url).values()]
+
+    def counted() -> dict[str, int]:
+        failures = AuditEvent.objects.filter(tenant=agent.tenant, action="auth.failure")
+        return dict(failures.values_list("reason").annotate(n=Sum("count")))
+
+    for _ in range(100):
+        if counted().get("expired", 0) >= 4:
+            break
+        time.sleep(0.1)
+    reasons = counted()
+    # JSON-RPC twice, REST and gRPC: four refusals of each kind.
+    assert reasons["expired"] == reasons["audience not accepted"] == 4, reasons
+    assert reasons["algorithm not accepted"] == 8, reasons  # alg none, and HS256
+    assert reasons["API key not valid"] == 4, reasons
+    rows = json.dumps(list(AuditEvent.objects.filter(tenant=agent.tenant).values()), default=str)
+    assert not [t for t in tokens if t.split(".")[-1] and t.split(".")[-1] in rows]
 
 
 def grpc_send(address: str, tenant: str, token: str) -> grpc.StatusCode:
