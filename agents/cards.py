@@ -15,7 +15,12 @@ from a2a.types import (
     AgentProvider,
     AgentSkill,
     APIKeySecurityScheme,
+    AuthorizationCodeOAuthFlow,
+    ClientCredentialsOAuthFlow,
     HTTPAuthSecurityScheme,
+    OAuth2SecurityScheme,
+    OAuthFlows,
+    OpenIdConnectSecurityScheme,
     SecurityRequirement,
     SecurityScheme,
     StringList,
@@ -27,10 +32,23 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from a2a_platform.versions import V0_1, V0_3, V1_0
 
 from .hosts import agent_host
-from .models import Agent
+from .identity import (
+    issuer_endpoint,
+    issuer_scope_purposes,
+    issuer_scopes,
+    issuer_tag,
+    issuers_advertised,
+)
+from .models import Agent, Issuer
 
 API_KEY_SCHEME = "apiKey"
 BEARER_SCHEME = "bearer"
+# The schemes of an issuer (agents.identity.issuer_tag names it): OpenID Connect, and the
+# OAuth 2.0 flows its discovery document offers (v1.0's OAuthFlows holds one flow, so each
+# flow is a scheme of its own).
+OIDC_SCHEME = "oidc-{issuer}"
+CLIENT_CREDENTIALS_SCHEME = "oauth2-client-{issuer}"
+AUTHORIZATION_CODE_SCHEME = "oauth2-code-{issuer}"
 
 
 def agent_base_url(agent: Agent) -> str:
@@ -86,8 +104,10 @@ def agent_card_build(
     agent: Agent, *, extended: bool = False, base_url: str | None = None
 ) -> AgentCard:
     """The agent's card; `base_url`: the root its HTTP interfaces advertise (an agent host's,
-    when the card was fetched there), its URL under /a2a/ by default."""
+    when the card was fetched there), its URL under /a2a/ by default. It lists the tenant's
+    issuers as read from the database, never fetching anything."""
     url = base_url or agent_base_url(agent)
+    issuers = issuers_advertised(tenant_id=agent.tenant_id)
     card = AgentCard(
         name=agent.name,
         description=agent.description,
@@ -117,12 +137,31 @@ def agent_card_build(
             ),
             BEARER_SCHEME: SecurityScheme(
                 http_auth_security_scheme=HTTPAuthSecurityScheme(
-                    scheme="bearer", description="A tenant API key as a bearer token."
+                    scheme="bearer",
+                    description=(
+                        "A tenant API key, or an access token of an issuer this card lists "
+                        "(its openIdConnect and oauth2 schemes), as a bearer token."
+                        if issuers
+                        else "A tenant API key as a bearer token."
+                    ),
                 )
             ),
         },
-        security_requirements=_security_requirements(agent),
     )
+    requirements = [
+        SecurityRequirement(schemes={API_KEY_SCHEME: _empty()}),
+        SecurityRequirement(schemes={BEARER_SCHEME: _empty()}),
+    ]
+    for issuer in issuers:
+        for name, scheme in issuer_security_schemes(issuer).items():
+            card.security_schemes[name].CopyFrom(scheme)
+            requirements.append(
+                SecurityRequirement(schemes={name: StringList(list=issuer_scopes(issuer))})
+            )
+    if agent.is_public:
+        # An empty requirement means "no credentials needed", as in OpenAPI.
+        requirements.append(SecurityRequirement())
+    card.security_requirements.extend(requirements)
     if settings.A2A_GRPC_PUBLIC_ADDRESS:
         # v1.0 clients copy `tenant` into each request and the sidecar routes on it; v0.3
         # requests carry no tenant, so their address names the agent (`grpc_v03_address`).
@@ -196,15 +235,48 @@ def default_skill(agent: Agent) -> AgentSkill:
     )
 
 
-def _security_requirements(agent: Agent) -> list[SecurityRequirement]:
-    requirements = [
-        SecurityRequirement(schemes={API_KEY_SCHEME: _empty()}),
-        SecurityRequirement(schemes={BEARER_SCHEME: _empty()}),
-    ]
-    if agent.is_public:
-        # An empty requirement means "no credentials needed", as in OpenAPI.
-        requirements.append(SecurityRequirement())
-    return requirements
+def issuer_security_schemes(issuer: Issuer) -> dict[str, SecurityScheme]:
+    """How a card says to get a token of `issuer`: its OpenID Connect discovery URL, and the
+    OAuth 2.0 flows whose endpoints its discovery document gave (`Issuer.discovered`), each
+    flow's scopes those the issuer's tokens need here. A flow's scopes are REQUIRED and may
+    not be empty, so an issuer configured with no scopes has its OpenID Connect scheme alone
+    (a client reads the endpoints from the discovery document)."""
+    tag = issuer_tag(issuer)
+    audiences = ", ".join(issuer.audiences or ())
+    token = f"an access token issued by {issuer.issuer} for {audiences}, sent as a bearer token"
+    schemes = {
+        OIDC_SCHEME.format(issuer=tag): SecurityScheme(
+            open_id_connect_security_scheme=OpenIdConnectSecurityScheme(
+                open_id_connect_url=issuer.discovery_url,
+                description=f"OpenID Connect: {token}.",
+            )
+        )
+    }
+    scopes = issuer_scope_purposes(issuer)
+    token_url = issuer_endpoint(issuer, "token_endpoint")
+    authorization_url = issuer_endpoint(issuer, "authorization_endpoint")
+    if not scopes or not token_url:
+        return schemes
+    schemes[CLIENT_CREDENTIALS_SCHEME.format(issuer=tag)] = SecurityScheme(
+        oauth2_security_scheme=OAuth2SecurityScheme(
+            description=f"OAuth 2.0 client credentials: {token}.",
+            flows=OAuthFlows(
+                client_credentials=ClientCredentialsOAuthFlow(token_url=token_url, scopes=scopes)
+            ),
+        )
+    )
+    if authorization_url:
+        schemes[AUTHORIZATION_CODE_SCHEME.format(issuer=tag)] = SecurityScheme(
+            oauth2_security_scheme=OAuth2SecurityScheme(
+                description=f"OAuth 2.0 authorization code, for a user: {token}.",
+                flows=OAuthFlows(
+                    authorization_code=AuthorizationCodeOAuthFlow(
+                        authorization_url=authorization_url, token_url=token_url, scopes=scopes
+                    )
+                ),
+            )
+        )
+    return schemes
 
 
 def _empty() -> StringList:
