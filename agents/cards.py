@@ -100,6 +100,11 @@ def grpc_tenant(agent: Agent) -> str:
     return f"{agent.tenant.slug}/{agent.slug}"
 
 
+def tenant_jwks_url(tenant_slug: str) -> str:
+    """The tenant's JWK Set at the platform's origin: the keys that sign its pushes."""
+    return f"{settings.A2A_PUBLIC_BASE_URL}/a2a/{tenant_slug}/.well-known/jwks.json"
+
+
 def agent_card_build(
     agent: Agent, *, extended: bool = False, base_url: str | None = None
 ) -> AgentCard:

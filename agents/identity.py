@@ -35,12 +35,13 @@ def issuers_for(*, tenant_id: int) -> list[Issuer]:
 
 
 # --- cards and resource metadata ---
-# What a card (agents.cards) says of the issuers: read
+# What a card (agents.cards) and the RFC 9728 metadata (agents.views) say of the issuers: read
 # from the rows alone, never from the network (discovery fills `Issuer.discovered` elsewhere).
 # (Imported here or in the functions, not at the top: this block is appended to the module as
 # one piece.)
 
 from datetime import datetime  # noqa: E402
+from typing import TypedDict  # noqa: E402
 
 # What each operation of Issuer.scopes lets a token do, for the scopes' descriptions in cards.
 SCOPE_PURPOSES = {
@@ -123,3 +124,37 @@ def issuer_endpoint(issuer: Issuer, name: str) -> str | None:
         return None
     parts = urlsplit(value)
     return value if parts.scheme in ("https", "http") and parts.netloc else None
+
+
+class ProtectedResourceMetadata(TypedDict, total=False):
+    """RFC 9728 §2; parameters with no value are left out (§3.2)."""
+
+    resource: str
+    authorization_servers: list[str]
+    bearer_methods_supported: list[str]
+    scopes_supported: list[str]
+    resource_name: str
+    resource_documentation: str
+    jwks_uri: str
+    resource_signing_alg_values_supported: list[str]
+
+
+def protected_resource_metadata(
+    *, resource: str, name: str, issuers: list[Issuer], jwks_uri: str, documentation: str = ""
+) -> ProtectedResourceMetadata:
+    """The OAuth 2.0 Protected Resource Metadata of an agent at `resource`: tokens of
+    `issuers` in the Authorization header; the keys that sign what the platform sends for
+    the agent's tenant (push notifications) at `jwks_uri`."""
+    metadata: ProtectedResourceMetadata = {"resource": resource}
+    if servers := list(dict.fromkeys(issuer.issuer for issuer in issuers)):
+        metadata["authorization_servers"] = servers
+    metadata["bearer_methods_supported"] = ["header"]
+    scopes = list(dict.fromkeys(s for issuer in issuers for s in issuer_scopes(issuer)))
+    if scopes:
+        metadata["scopes_supported"] = scopes
+    metadata["resource_name"] = name
+    if documentation:
+        metadata["resource_documentation"] = documentation
+    metadata["jwks_uri"] = jwks_uri
+    metadata["resource_signing_alg_values_supported"] = ["ES256"]
+    return metadata

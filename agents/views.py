@@ -1,19 +1,24 @@
-"""The public agent card and the push-signing JWKS, with HTTP caching headers."""
+"""The public agent card, the agent's OAuth 2.0 Protected Resource Metadata and the
+push-signing JWKS, with HTTP caching headers."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.http import http_date, parse_http_date_safe
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 from packaging.version import InvalidVersion, Version
 
-from .cards import agent_card_json, card_etag, host_base_url
+from .cards import agent_base_url, agent_card_json, card_etag, host_base_url, tenant_jwks_url
 from .errors import AgentNotFound
+from .identity import issuers_advertised, protected_resource_metadata
 from .models import Tenant
 from .selectors import agent_get_active, jwks_for, tenant_get_active
 
 CARD_MAX_AGE_SECONDS = 300
+# The protected resource metadata changes with the tenant's issuers, as the card does.
+METADATA_MAX_AGE_SECONDS = CARD_MAX_AGE_SECONDS
 # A rotated key signs at once, so receivers refetch the set on an unknown kid (PyJWKClient
 # does) rather than trusting a cached copy for this long.
 JWKS_MAX_AGE_SECONDS = 300
@@ -35,8 +40,8 @@ def agent_card(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
     try:
         agent = agent_get_active(tenant_slug=tenant_slug, agent_slug=agent_slug)
     except AgentNotFound as exc:
-        return JsonResponse({"error": "agent_not_found", "message": exc.message}, status=404)
-    host = getattr(request, "scope", {}).get(AGENT_HOST_SCOPE_KEY)
+        return _agent_not_found(exc)
+    host = _agent_host(request)
     card = agent_card_json(
         agent,
         base_url=host_base_url(host) if host else None,
@@ -62,6 +67,55 @@ def agent_card(request: HttpRequest, tenant_slug: str, agent_slug: str) -> HttpR
     response = HttpResponse(status=304) if not_modified else JsonResponse(card)
     for name, value in headers.items():
         response[name] = value
+    return response
+
+
+def _agent_not_found(exc: AgentNotFound) -> JsonResponse:
+    return JsonResponse({"error": "agent_not_found", "message": exc.message}, status=404)
+
+
+def _agent_host(request: HttpRequest) -> str | None:
+    """The agent host the request came to (a2a_platform.asgi), if it came to one."""
+    host: str | None = getattr(request, "scope", {}).get(AGENT_HOST_SCOPE_KEY)
+    return host
+
+
+# A POST is told 405 (GET only) rather than refused for want of a CSRF token: nothing here
+# reads a session or changes anything.
+@csrf_exempt
+@require_GET
+def protected_resource_metadata_view(
+    request: HttpRequest, tenant_slug: str, agent_slug: str
+) -> HttpResponse:
+    """The agent's OAuth 2.0 Protected Resource Metadata (RFC 9728): which authorization
+    servers (the tenant's issuers and the platform-wide ones) issue tokens for it, and with
+    which scopes. Public, as the card is, for any agent: it is how a client finds out how to
+    authenticate.
+
+    Served at `/.well-known/oauth-protected-resource/a2a/<tenant>/<agent>/` on the platform's
+    origin (RFC 9728 §3.1, agents.identity.protected_resource_metadata_url) and at
+    `/.well-known/oauth-protected-resource` on the agent's own host. Its `resource` is the
+    URL that metadata URL was made from, as §3.3 has clients check: the agent's JSON-RPC URL
+    (the card's), or, asked for without the trailing slash, its REST URL."""
+    try:
+        agent = agent_get_active(tenant_slug=tenant_slug, agent_slug=agent_slug)
+    except AgentNotFound as exc:
+        return _agent_not_found(exc)
+    host = _agent_host(request)
+    resource = host_base_url(host) if host else agent_base_url(agent)
+    if not host and not request.path.endswith("/"):
+        resource = resource.rstrip("/")
+    response = JsonResponse(
+        protected_resource_metadata(
+            resource=resource,
+            name=agent.name,
+            issuers=issuers_advertised(tenant_id=agent.tenant_id),
+            jwks_uri=tenant_jwks_url(agent.tenant.slug),
+            documentation=agent.documentation_url,
+        )
+    )
+    response["Cache-Control"] = f"public, max-age={METADATA_MAX_AGE_SECONDS}"
+    response["Access-Control-Allow-Origin"] = "*"
     return response
 
 
