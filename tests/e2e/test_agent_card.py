@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from email.utils import parsedate_to_datetime
 
+import httpx
 import pytest
+from a2a.client import A2ACardResolver
+from a2a.types import StringList
+
+from agents.models import Issuer
+
+from .clients import sdk_client, send, user_message
+from .helpers import mid
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -174,3 +183,53 @@ def test_unknown_or_inactive_agent_card_is_404_json(http, live_platform, agent):
         ).status_code
         == 404
     )
+
+
+def test_the_sdk_reads_the_issuer_schemes_in_both_views(http, live_platform, agent, make_key):
+    # given: an issuer of the agent's tenant, discovered
+    Issuer.objects.create(
+        tenant=agent.tenant,
+        name="Staff",
+        issuer="https://login.example.com/realms/staff",
+        audiences=[live_platform.agent_url(agent)],
+        scopes={"send": ["a2a.send"], "read": ["a2a.read"]},
+        discovered={
+            "token_endpoint": "https://login.example.com/realms/staff/token",
+            "authorization_endpoint": "https://login.example.com/realms/staff/auth",
+        },
+    )
+    url = live_platform.agent_url(agent)
+
+    async def read(headers):
+        async with httpx.AsyncClient(headers=headers) as client:
+            return await A2ACardResolver(client, url).get_agent_card()
+
+    for headers in ({}, {"A2A-Version": "1.0"}):
+        # when: the SDK's resolver reads the served card
+        card = asyncio.run(read(headers))
+        # then: every scheme in its v1.0 form, whichever view was served
+        kinds = {name: s.WhichOneof("scheme") for name, s in card.security_schemes.items()}
+        tag = next(n for n in kinds if n.startswith("oidc-")).removeprefix("oidc-")
+        assert kinds == {
+            "apiKey": "api_key_security_scheme",
+            "bearer": "http_auth_security_scheme",
+            f"oidc-{tag}": "open_id_connect_security_scheme",
+            f"oauth2-client-{tag}": "oauth2_security_scheme",
+            f"oauth2-code-{tag}": "oauth2_security_scheme",
+        }
+        code = card.security_schemes[f"oauth2-code-{tag}"].oauth2_security_scheme.flows
+        assert code.authorization_code.token_url == "https://login.example.com/realms/staff/token"
+        assert set(code.authorization_code.scopes) == {"a2a.send", "a2a.read"}
+        assert [dict(r.schemes) for r in card.security_requirements][2:] == [
+            {name: StringList(list=["a2a.send", "a2a.read"])}
+            for name in (f"oidc-{tag}", f"oauth2-client-{tag}", f"oauth2-code-{tag}")
+        ]
+
+    # and a client built from it still calls the agent with a key
+    key = make_key(agent.tenant)
+
+    async def call():
+        async with sdk_client(url, key=key) as client:
+            return (await send(client, user_message("still works", mid()))).task
+
+    assert asyncio.run(call()).artifacts[0].parts[0].text == "still works"
