@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -101,16 +100,17 @@ def grpc_tenant(agent: Agent) -> str:
 
 
 def tenant_jwks_url(tenant_slug: str) -> str:
-    """The tenant's JWK Set at the platform's origin: the keys that sign its pushes."""
+    """The tenant's JWK Set at the platform's origin: the keys that sign its cards and pushes."""
     return f"{settings.A2A_PUBLIC_BASE_URL}/a2a/{tenant_slug}/.well-known/jwks.json"
 
 
 def agent_card_build(
     agent: Agent, *, extended: bool = False, base_url: str | None = None
 ) -> AgentCard:
-    """The agent's card; `base_url`: the root its HTTP interfaces advertise (an agent host's,
-    when the card was fetched there), its URL under /a2a/ by default. It lists the tenant's
-    issuers as read from the database, never fetching anything."""
+    """The agent's card, unsigned (agents.card_signatures signs it); `base_url`: the root its
+    HTTP interfaces advertise (an agent host's, when the card was fetched there), its URL
+    under /a2a/ by default. It lists the tenant's issuers as read from the database, never
+    fetching anything."""
     url = base_url or agent_base_url(agent)
     issuers = issuers_advertised(tenant_id=agent.tenant_id)
     card = AgentCard(
@@ -291,13 +291,12 @@ def _empty() -> StringList:
 def agent_card_json(
     agent: Agent, *, extended: bool = False, base_url: str | None = None, strict: bool = False
 ) -> dict[str, Any]:
-    """The card as served: v1.0 proto-JSON with v0.3's url/preferredTransport/... merged in;
-    `strict`: the v1.0 card alone (what a request sending `A2A-Version: 1.0` gets). The
+    """The card as served, without its signature (what the console shows; the views sign
+    it, agents.card_signatures): v1.0 proto-JSON with v0.3's url/preferredTransport/... merged
+    in; `strict`: the v1.0 card alone (what a request sending `A2A-Version: 1.0` gets). The
     versions the agent serves decide over the request (`card_strict`)."""
     card = agent_card_build(agent, extended=extended, base_url=base_url)
-    if card_strict(agent, asked_v10=strict):
-        return MessageToDict(card)
-    return agent_card_to_dict(card)
+    return card_view(card, strict=card_strict(agent, asked_v10=strict))
 
 
 def card_strict(agent: Agent, *, asked_v10: bool) -> bool:
@@ -311,6 +310,27 @@ def card_strict(agent: Agent, *, asked_v10: bool) -> bool:
     return asked_v10 and V1_0 in served
 
 
-def card_etag(card: dict[str, Any]) -> str:
-    body = json.dumps(card, sort_keys=True, separators=(",", ":")).encode()
-    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+def card_view(card: AgentCard, *, strict: bool) -> dict[str, Any]:
+    """The card as served: the v1.0 proto-JSON alone (`strict`), or with v0.3's
+    url/preferredTransport/... merged in (card_strict says which an agent's request gets)."""
+    return MessageToDict(card) if strict else agent_card_to_dict(card)
+
+
+def card_digest(card: AgentCard) -> bytes:
+    """What identifies a card's content, its signatures left out: the SHA-256 of its
+    deterministic protobuf encoding. Cards with one digest have one JSON form in each view,
+    and one RFC 8785 form to sign."""
+    unsigned = AgentCard()
+    unsigned.CopyFrom(card)
+    del unsigned.signatures[:]
+    return hashlib.sha256(unsigned.SerializeToString(deterministic=True)).digest()
+
+
+def card_etag(card: AgentCard, *, strict: bool, kid: str) -> str:
+    """A weak ETag of the card served in one view and signed by the key `kid`: its content
+    without the signature, which ES256 makes differ at each signing (two processes serve the
+    same card with different signature bytes, hence weak); the key, so that a rotation makes
+    clients that revalidate fetch the card signed by the new key."""
+    view = b"strict" if strict else b"merged"
+    digest = hashlib.sha256(card_digest(card) + b"\0" + view + b"\0" + kid.encode())
+    return 'W/"' + digest.hexdigest()[:32] + '"'

@@ -143,8 +143,8 @@ def protected_resource_metadata(
     *, resource: str, name: str, issuers: list[Issuer], jwks_uri: str, documentation: str = ""
 ) -> ProtectedResourceMetadata:
     """The OAuth 2.0 Protected Resource Metadata of an agent at `resource`: tokens of
-    `issuers` in the Authorization header; the keys that sign what the platform sends for
-    the agent's tenant (push notifications) at `jwks_uri`."""
+    `issuers` in the Authorization header; the platform's signing keys for what it signs
+    (cards, push notifications) at `jwks_uri`."""
     metadata: ProtectedResourceMetadata = {"resource": resource}
     if servers := list(dict.fromkeys(issuer.issuer for issuer in issuers)):
         metadata["authorization_servers"] = servers

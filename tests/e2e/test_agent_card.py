@@ -11,6 +11,7 @@ from a2a.client import A2ACardResolver
 from a2a.types import StringList
 
 from agents.models import Issuer
+from agents.services import signing_key_active
 
 from .clients import sdk_client, send, user_message
 from .helpers import mid
@@ -131,14 +132,19 @@ def test_card_caching_headers_and_conditional_gets(http, live_platform, agent):
     url = live_platform.agent_url(agent) + CARD
     response = http.get(url)
     etag, last_modified = response.headers["ETag"], response.headers["Last-Modified"]
-    assert etag.startswith('"') and etag.endswith('"') and len(etag) > 10
-    assert parsedate_to_datetime(last_modified) == agent.updated_at.replace(microsecond=0)
+    # Weak: the card's ES256 signature differs from one signing to the next (and process).
+    assert etag.startswith('W/"') and etag.endswith('"') and len(etag) > 10
+    # The agent's change, or its tenant's signing key's (made as the first card was signed).
+    key = signing_key_active(tenant=agent.tenant)
+    changed = max(agent.updated_at, key.created_at)
+    assert parsedate_to_datetime(last_modified) == changed.replace(microsecond=0)
     cache_control = response.headers["Cache-Control"]
     assert "public" in cache_control and "max-age=300" in cache_control
     assert response.headers["Access-Control-Allow-Origin"] == "*"
     assert http.get(url).headers["ETag"] == etag  # stable
 
-    for if_none_match in (etag, f'"nope", {etag}', "*"):
+    strong = etag.removeprefix("W/")  # If-None-Match compares weakly (RFC 9110 §13.1.2)
+    for if_none_match in (etag, f'"nope", {etag}', "*", strong):
         not_modified = http.get(url, headers={"If-None-Match": if_none_match})
         assert not_modified.status_code == 304, if_none_match
         assert not_modified.content == b""
@@ -183,6 +189,11 @@ def test_unknown_or_inactive_agent_card_is_404_json(http, live_platform, agent):
         ).status_code
         == 404
     )
+
+
+def test_a_card_is_only_got(http, live_platform, agent):
+    response = http.post(live_platform.agent_url(agent) + CARD, json={})
+    assert response.status_code == 405 and response.headers["Allow"] == "GET"
 
 
 def test_the_sdk_reads_the_issuer_schemes_in_both_views(http, live_platform, agent, make_key):
