@@ -9,7 +9,9 @@ import asyncio
 import base64
 import copy
 import json
+import re
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 
 import httpx
 import jwt
@@ -26,6 +28,7 @@ from .clients import GRPC, HTTP_JSON, JSONRPC, V0_3, V1_0, Loopback, sdk_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
+ROOT = Path(__file__).resolve().parents[2]
 CARD = ".well-known/agent-card.json"
 V1_0_HEADERS = {"A2A-Version": "1.0"}
 
@@ -170,3 +173,21 @@ def test_the_extended_card_verifies_on_every_binding(
     tampered.skills[0].name = "Y"
     with pytest.raises(InvalidSignaturesError):
         verify(tampered)
+
+
+def test_the_documented_verification_runs(live_platform, agent):
+    doc = (ROOT / "docs" / "identity-cards.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    example = next(b for b in blocks if "create_signature_verifier" in b)
+    code = (
+        example.replace("https://a2a.example.com/a2a/acme/helper/", live_platform.agent_url(agent))
+        .replace(
+            "https://a2a.example.com/a2a/acme/", f"{live_platform.url}/a2a/{agent.tenant.slug}/"
+        )
+        .replace("https://a2a.example.com", live_platform.url)
+    )
+    assert "example.com" not in code
+    namespace: dict = {}
+    exec(compile(code, "docs/identity-cards.md", "exec"), namespace)
+    assert namespace["card"].name == agent.name
+    assert len(namespace["card"].signatures) == 1
