@@ -6,7 +6,9 @@ name the same paths sit at the host's root (a2a_platform.asgi maps them here). T
 own origin is the default agent's server: its well-known card, and the A2A paths of
 ORIGIN_A2A_PATHS, which a2a_platform.asgi maps under the default agent's root as it maps an
 agent host's; without a default agent they answer NoDefaultAgent here, in their binding's
-format.
+format. An agent's OAuth 2.0 Protected Resource Metadata (RFC 9728) is at
+`/.well-known/oauth-protected-resource` before the agent's path, and at that path alone on the
+agent's host.
 """
 
 import re
@@ -22,7 +24,14 @@ from a2a_platform.health import healthz, readyz
 from a2a_platform.metrics import metrics
 from a2a_platform.versions import V0_3, V1_0
 from agents.errors import NoDefaultAgent
-from agents.views import agent_card, jwks, origin_agent_card, tenant_jwks
+from agents.identity import PROTECTED_RESOURCE_WELL_KNOWN
+from agents.views import (
+    agent_card,
+    jwks,
+    origin_agent_card,
+    protected_resource_metadata_view,
+    tenant_jwks,
+)
 from bindings import rest
 from bindings.callbacks import webhook_callback
 from bindings.errors import problem_of, rest_body
@@ -84,6 +93,8 @@ def rest_paths(dialect: str, name: str) -> list:
 
 
 agent = "a2a/<slug:tenant_slug>/<slug:agent_slug>/"
+# RFC 9728 §3.1: an agent's protected resource metadata, the well-known path before its path.
+resource_metadata = PROTECTED_RESOURCE_WELL_KNOWN.lstrip("/") + "/" + agent
 
 # The A2A paths of the platform's own origin (after its `/`): REST v0.3 under v1/, and the REST
 # v1.0 paths, none of which is the platform's own. JSON-RPC is POSTed to `/` itself.
@@ -122,11 +133,20 @@ urlpatterns = [
     path(".well-known/agent-card.json", origin_agent_card, name="origin-agent-card"),
     path(".well-known/agent.json", origin_agent_card, name="origin-agent-card-legacy"),
     path("a2a/<slug:tenant_slug>/.well-known/jwks.json", tenant_jwks, name="tenant-jwks"),
+    path(resource_metadata, protected_resource_metadata_view, name="resource-metadata"),
+    # Without the slash: the metadata of the agent's REST URL (the card's, which has none).
+    path(resource_metadata.rstrip("/"), protected_resource_metadata_view),
     # Where `webhook` agents' services post the events of a run they accepted with 202.
     path("callbacks/<str:task_id>/", webhook_callback, name="webhook-callback"),
     path(agent + ".well-known/agent-card.json", agent_card, name="agent-card"),
     # The pre-0.3 location of the card, still fetched by older clients.
     path(agent + ".well-known/agent.json", agent_card, name="agent-card-legacy"),
+    # At an agent's own host, `/.well-known/oauth-protected-resource` (a2a_platform.asgi).
+    path(
+        agent + PROTECTED_RESOURCE_WELL_KNOWN.lstrip("/"),
+        protected_resource_metadata_view,
+        name="host-resource-metadata",
+    ),
     path(agent, agent_jsonrpc, name="agent-jsonrpc"),
     # Served, not redirected: clients turn a 301 of a POST into a GET.
     path(agent.rstrip("/"), agent_jsonrpc),

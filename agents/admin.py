@@ -1,7 +1,7 @@
 """Admin for registration: plans, tenants, agents (each executor kind's fields as in the
 console, validated on save; secrets write-only; "test connection"), API keys, token issuers
-(checked now by an action), and the tenants' push-signing keys (read-only; rotated and retired
-by actions).
+(checked now by an action), and the tenants' signing keys, which sign their push notifications
+and agent cards (read-only; rotated and retired by actions).
 
 Limits (agents.plans) are set here only: a plan's on the plan, and the overrides of a tenant,
 an agent or a key on its own page, as one number field per limit that may be set there."""
@@ -316,7 +316,7 @@ class TenantAdmin(admin.ModelAdmin):
             url,
         )
 
-    @admin.action(description="Rotate the push-signing key of the selected tenants")
+    @admin.action(description="Rotate the signing key (pushes and cards) of the selected tenants")
     def rotate_signing_key(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
         _rotate(self, request, list(queryset))
 

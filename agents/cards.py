@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,7 +14,12 @@ from a2a.types import (
     AgentProvider,
     AgentSkill,
     APIKeySecurityScheme,
+    AuthorizationCodeOAuthFlow,
+    ClientCredentialsOAuthFlow,
     HTTPAuthSecurityScheme,
+    OAuth2SecurityScheme,
+    OAuthFlows,
+    OpenIdConnectSecurityScheme,
     SecurityRequirement,
     SecurityScheme,
     StringList,
@@ -27,10 +31,23 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from a2a_platform.versions import V0_1, V0_3, V1_0
 
 from .hosts import agent_host
-from .models import Agent
+from .identity import (
+    issuer_endpoint,
+    issuer_scope_purposes,
+    issuer_scopes,
+    issuer_tag,
+    issuers_advertised,
+)
+from .models import Agent, Issuer
 
 API_KEY_SCHEME = "apiKey"
 BEARER_SCHEME = "bearer"
+# The schemes of an issuer (agents.identity.issuer_tag names it): OpenID Connect, and the
+# OAuth 2.0 flows its discovery document offers (v1.0's OAuthFlows holds one flow, so each
+# flow is a scheme of its own).
+OIDC_SCHEME = "oidc-{issuer}"
+CLIENT_CREDENTIALS_SCHEME = "oauth2-client-{issuer}"
+AUTHORIZATION_CODE_SCHEME = "oauth2-code-{issuer}"
 
 
 def agent_base_url(agent: Agent) -> str:
@@ -82,12 +99,20 @@ def grpc_tenant(agent: Agent) -> str:
     return f"{agent.tenant.slug}/{agent.slug}"
 
 
+def tenant_jwks_url(tenant_slug: str) -> str:
+    """The tenant's JWK Set at the platform's origin: the keys that sign its cards and pushes."""
+    return f"{settings.A2A_PUBLIC_BASE_URL}/a2a/{tenant_slug}/.well-known/jwks.json"
+
+
 def agent_card_build(
     agent: Agent, *, extended: bool = False, base_url: str | None = None
 ) -> AgentCard:
-    """The agent's card; `base_url`: the root its HTTP interfaces advertise (an agent host's,
-    when the card was fetched there), its URL under /a2a/ by default."""
+    """The agent's card, unsigned (agents.card_signatures signs it); `base_url`: the root its
+    HTTP interfaces advertise (an agent host's, when the card was fetched there), its URL
+    under /a2a/ by default. It lists the tenant's issuers as read from the database, never
+    fetching anything."""
     url = base_url or agent_base_url(agent)
+    issuers = issuers_advertised(tenant_id=agent.tenant_id)
     card = AgentCard(
         name=agent.name,
         description=agent.description,
@@ -117,12 +142,31 @@ def agent_card_build(
             ),
             BEARER_SCHEME: SecurityScheme(
                 http_auth_security_scheme=HTTPAuthSecurityScheme(
-                    scheme="bearer", description="A tenant API key as a bearer token."
+                    scheme="bearer",
+                    description=(
+                        "A tenant API key, or an access token of an issuer this card lists "
+                        "(its openIdConnect and oauth2 schemes), as a bearer token."
+                        if issuers
+                        else "A tenant API key as a bearer token."
+                    ),
                 )
             ),
         },
-        security_requirements=_security_requirements(agent),
     )
+    requirements = [
+        SecurityRequirement(schemes={API_KEY_SCHEME: _empty()}),
+        SecurityRequirement(schemes={BEARER_SCHEME: _empty()}),
+    ]
+    for issuer in issuers:
+        for name, scheme in issuer_security_schemes(issuer).items():
+            card.security_schemes[name].CopyFrom(scheme)
+            requirements.append(
+                SecurityRequirement(schemes={name: StringList(list=issuer_scopes(issuer))})
+            )
+    if agent.is_public:
+        # An empty requirement means "no credentials needed", as in OpenAPI.
+        requirements.append(SecurityRequirement())
+    card.security_requirements.extend(requirements)
     if settings.A2A_GRPC_PUBLIC_ADDRESS:
         # v1.0 clients copy `tenant` into each request and the sidecar routes on it; v0.3
         # requests carry no tenant, so their address names the agent (`grpc_v03_address`).
@@ -196,15 +240,48 @@ def default_skill(agent: Agent) -> AgentSkill:
     )
 
 
-def _security_requirements(agent: Agent) -> list[SecurityRequirement]:
-    requirements = [
-        SecurityRequirement(schemes={API_KEY_SCHEME: _empty()}),
-        SecurityRequirement(schemes={BEARER_SCHEME: _empty()}),
-    ]
-    if agent.is_public:
-        # An empty requirement means "no credentials needed", as in OpenAPI.
-        requirements.append(SecurityRequirement())
-    return requirements
+def issuer_security_schemes(issuer: Issuer) -> dict[str, SecurityScheme]:
+    """How a card says to get a token of `issuer`: its OpenID Connect discovery URL, and the
+    OAuth 2.0 flows whose endpoints its discovery document gave (`Issuer.discovered`), each
+    flow's scopes those the issuer's tokens need here. A flow's scopes are REQUIRED and may
+    not be empty, so an issuer configured with no scopes has its OpenID Connect scheme alone
+    (a client reads the endpoints from the discovery document)."""
+    tag = issuer_tag(issuer)
+    audiences = ", ".join(issuer.audiences or ())
+    token = f"an access token issued by {issuer.issuer} for {audiences}, sent as a bearer token"
+    schemes = {
+        OIDC_SCHEME.format(issuer=tag): SecurityScheme(
+            open_id_connect_security_scheme=OpenIdConnectSecurityScheme(
+                open_id_connect_url=issuer.discovery_url,
+                description=f"OpenID Connect: {token}.",
+            )
+        )
+    }
+    scopes = issuer_scope_purposes(issuer)
+    token_url = issuer_endpoint(issuer, "token_endpoint")
+    authorization_url = issuer_endpoint(issuer, "authorization_endpoint")
+    if not scopes or not token_url:
+        return schemes
+    schemes[CLIENT_CREDENTIALS_SCHEME.format(issuer=tag)] = SecurityScheme(
+        oauth2_security_scheme=OAuth2SecurityScheme(
+            description=f"OAuth 2.0 client credentials: {token}.",
+            flows=OAuthFlows(
+                client_credentials=ClientCredentialsOAuthFlow(token_url=token_url, scopes=scopes)
+            ),
+        )
+    )
+    if authorization_url:
+        schemes[AUTHORIZATION_CODE_SCHEME.format(issuer=tag)] = SecurityScheme(
+            oauth2_security_scheme=OAuth2SecurityScheme(
+                description=f"OAuth 2.0 authorization code, for a user: {token}.",
+                flows=OAuthFlows(
+                    authorization_code=AuthorizationCodeOAuthFlow(
+                        authorization_url=authorization_url, token_url=token_url, scopes=scopes
+                    )
+                ),
+            )
+        )
+    return schemes
 
 
 def _empty() -> StringList:
@@ -214,13 +291,12 @@ def _empty() -> StringList:
 def agent_card_json(
     agent: Agent, *, extended: bool = False, base_url: str | None = None, strict: bool = False
 ) -> dict[str, Any]:
-    """The card as served: v1.0 proto-JSON with v0.3's url/preferredTransport/... merged in;
-    `strict`: the v1.0 card alone (what a request sending `A2A-Version: 1.0` gets). The
+    """The card as served, without its signature (what the console shows; the views sign
+    it, agents.card_signatures): v1.0 proto-JSON with v0.3's url/preferredTransport/... merged
+    in; `strict`: the v1.0 card alone (what a request sending `A2A-Version: 1.0` gets). The
     versions the agent serves decide over the request (`card_strict`)."""
     card = agent_card_build(agent, extended=extended, base_url=base_url)
-    if card_strict(agent, asked_v10=strict):
-        return MessageToDict(card)
-    return agent_card_to_dict(card)
+    return card_view(card, strict=card_strict(agent, asked_v10=strict))
 
 
 def card_strict(agent: Agent, *, asked_v10: bool) -> bool:
@@ -234,6 +310,27 @@ def card_strict(agent: Agent, *, asked_v10: bool) -> bool:
     return asked_v10 and V1_0 in served
 
 
-def card_etag(card: dict[str, Any]) -> str:
-    body = json.dumps(card, sort_keys=True, separators=(",", ":")).encode()
-    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+def card_view(card: AgentCard, *, strict: bool) -> dict[str, Any]:
+    """The card as served: the v1.0 proto-JSON alone (`strict`), or with v0.3's
+    url/preferredTransport/... merged in (card_strict says which an agent's request gets)."""
+    return MessageToDict(card) if strict else agent_card_to_dict(card)
+
+
+def card_digest(card: AgentCard) -> bytes:
+    """What identifies a card's content, its signatures left out: the SHA-256 of its
+    deterministic protobuf encoding. Cards with one digest have one JSON form in each view,
+    and one RFC 8785 form to sign."""
+    unsigned = AgentCard()
+    unsigned.CopyFrom(card)
+    del unsigned.signatures[:]
+    return hashlib.sha256(unsigned.SerializeToString(deterministic=True)).digest()
+
+
+def card_etag(card: AgentCard, *, strict: bool, kid: str) -> str:
+    """A weak ETag of the card served in one view and signed by the key `kid`: its content
+    without the signature, which ES256 makes differ at each signing (two processes serve the
+    same card with different signature bytes, hence weak); the key, so that a rotation makes
+    clients that revalidate fetch the card signed by the new key."""
+    view = b"strict" if strict else b"merged"
+    digest = hashlib.sha256(card_digest(card) + b"\0" + view + b"\0" + kid.encode())
+    return 'W/"' + digest.hexdigest()[:32] + '"'

@@ -787,6 +787,9 @@ OPERATIONS: dict[tuple[type[rest.A2AView], str], Operation] = {
     (rest.ExtendedCardView, "GET"): Operation(
         "get_extended_agent_card",
         "Get the authenticated extended agent card",
+        "The card is signed (`signatures`: a JWS by the tenant's key over its RFC 8785 form, "
+        "A2A v1.0 §8.4; the keys at `/a2a/{tenant_slug}/.well-known/jwks.json`). The v0.3 "
+        "card is signed as a v0.3 client reads it back.",
         response=proto(pb10.AgentCard, pb03.AgentCard),
         aliases={"card": ("get_agent_card", "Get the authenticated agent card (v0.3 v1/card)")},
     ),

@@ -37,7 +37,7 @@ from a2a_platform.db import db
 from a2a_platform.metrics import timed_send, timed_send_stream
 from a2a_platform.versions import V1_0
 from agents.auth import Principal
-from agents.cards import agent_card_build
+from agents.card_signatures import agent_card_extended
 from agents.errors import AuthenticationRequired, RequestError
 from agents.identity import resource_metadata_of, scope_check
 from agents.models import Agent
@@ -456,4 +456,5 @@ async def extended_card_get(*, caller: Caller) -> AgentCard:
             resource_metadata=resource_metadata_of(caller.agent),
         )
     permit(caller, "read")
-    return await db(agent_card_build)(caller.agent, extended=True)
+    # Signed as the caller's dialect will carry it (agents.card_signatures).
+    return await db(agent_card_extended)(caller.agent, dialect=caller.dialect)

@@ -497,13 +497,15 @@ def _auth_schemes(card: AgentCard) -> list[str]:
         for name in requirement.schemes:
             scheme = card.security_schemes[name]
             which = scheme.WhichOneof("scheme")
-            label = (
-                scheme.http_auth_security_scheme.scheme.lower()
-                if which == "http_auth_security_scheme"
-                else "apiKey"
-                if which == "api_key_security_scheme"
-                else name
-            )
+            if which == "http_auth_security_scheme":
+                label = scheme.http_auth_security_scheme.scheme.lower()
+            elif which == "api_key_security_scheme":
+                label = "apiKey"
+            elif which in ("open_id_connect_security_scheme", "oauth2_security_scheme"):
+                # v0.1 names only how a credential is sent: these tokens go as bearer tokens.
+                label = "bearer"
+            else:
+                label = name
             if label not in schemes:
                 schemes.append(label)
     if anonymous:

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from email.utils import parsedate_to_datetime
 
+import httpx
 import pytest
+from a2a.client import A2ACardResolver
+from a2a.types import StringList
+
+from agents.models import Issuer
+from agents.services import signing_key_active
+
+from .clients import sdk_client, send, user_message
+from .helpers import mid
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -122,14 +132,19 @@ def test_card_caching_headers_and_conditional_gets(http, live_platform, agent):
     url = live_platform.agent_url(agent) + CARD
     response = http.get(url)
     etag, last_modified = response.headers["ETag"], response.headers["Last-Modified"]
-    assert etag.startswith('"') and etag.endswith('"') and len(etag) > 10
-    assert parsedate_to_datetime(last_modified) == agent.updated_at.replace(microsecond=0)
+    # Weak: the card's ES256 signature differs from one signing to the next (and process).
+    assert etag.startswith('W/"') and etag.endswith('"') and len(etag) > 10
+    # The agent's change, or its tenant's signing key's (made as the first card was signed).
+    key = signing_key_active(tenant=agent.tenant)
+    changed = max(agent.updated_at, key.created_at)
+    assert parsedate_to_datetime(last_modified) == changed.replace(microsecond=0)
     cache_control = response.headers["Cache-Control"]
     assert "public" in cache_control and "max-age=300" in cache_control
     assert response.headers["Access-Control-Allow-Origin"] == "*"
     assert http.get(url).headers["ETag"] == etag  # stable
 
-    for if_none_match in (etag, f'"nope", {etag}', "*"):
+    strong = etag.removeprefix("W/")  # If-None-Match compares weakly (RFC 9110 §13.1.2)
+    for if_none_match in (etag, f'"nope", {etag}', "*", strong):
         not_modified = http.get(url, headers={"If-None-Match": if_none_match})
         assert not_modified.status_code == 304, if_none_match
         assert not_modified.content == b""
@@ -174,3 +189,58 @@ def test_unknown_or_inactive_agent_card_is_404_json(http, live_platform, agent):
         ).status_code
         == 404
     )
+
+
+def test_a_card_is_only_got(http, live_platform, agent):
+    response = http.post(live_platform.agent_url(agent) + CARD, json={})
+    assert response.status_code == 405 and response.headers["Allow"] == "GET"
+
+
+def test_the_sdk_reads_the_issuer_schemes_in_both_views(http, live_platform, agent, make_key):
+    # given: an issuer of the agent's tenant, discovered
+    Issuer.objects.create(
+        tenant=agent.tenant,
+        name="Staff",
+        issuer="https://login.example.com/realms/staff",
+        audiences=[live_platform.agent_url(agent)],
+        scopes={"send": ["a2a.send"], "read": ["a2a.read"]},
+        discovered={
+            "token_endpoint": "https://login.example.com/realms/staff/token",
+            "authorization_endpoint": "https://login.example.com/realms/staff/auth",
+        },
+    )
+    url = live_platform.agent_url(agent)
+
+    async def read(headers):
+        async with httpx.AsyncClient(headers=headers) as client:
+            return await A2ACardResolver(client, url).get_agent_card()
+
+    for headers in ({}, {"A2A-Version": "1.0"}):
+        # when: the SDK's resolver reads the served card
+        card = asyncio.run(read(headers))
+        # then: every scheme in its v1.0 form, whichever view was served
+        kinds = {name: s.WhichOneof("scheme") for name, s in card.security_schemes.items()}
+        tag = next(n for n in kinds if n.startswith("oidc-")).removeprefix("oidc-")
+        assert kinds == {
+            "apiKey": "api_key_security_scheme",
+            "bearer": "http_auth_security_scheme",
+            f"oidc-{tag}": "open_id_connect_security_scheme",
+            f"oauth2-client-{tag}": "oauth2_security_scheme",
+            f"oauth2-code-{tag}": "oauth2_security_scheme",
+        }
+        code = card.security_schemes[f"oauth2-code-{tag}"].oauth2_security_scheme.flows
+        assert code.authorization_code.token_url == "https://login.example.com/realms/staff/token"
+        assert set(code.authorization_code.scopes) == {"a2a.send", "a2a.read"}
+        assert [dict(r.schemes) for r in card.security_requirements][2:] == [
+            {name: StringList(list=["a2a.send", "a2a.read"])}
+            for name in (f"oidc-{tag}", f"oauth2-client-{tag}", f"oauth2-code-{tag}")
+        ]
+
+    # and a client built from it still calls the agent with a key
+    key = make_key(agent.tenant)
+
+    async def call():
+        async with sdk_client(url, key=key) as client:
+            return (await send(client, user_message("still works", mid()))).task
+
+    assert asyncio.run(call()).artifacts[0].parts[0].text == "still works"
