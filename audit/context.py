@@ -91,8 +91,15 @@ def acting_as(actor: Actor) -> Iterator[None]:
         _current.reset(token)
 
 
+# The paths where people make changes. Elsewhere (an agent card that makes its tenant's first
+# signing key, the health checks) the platform acts for itself, as `system`, and the request's
+# session is never read: reading it would add `Vary: Cookie` to a public card.
+PEOPLES_PATHS = ("/console/", "/admin/")
+
+
 class AuditContext:
-    """Middleware: the changes a request makes are recorded as its person's, from its address."""
+    """Middleware: the changes a console or admin request makes are recorded as its person's,
+    from its address."""
 
     sync_capable = True
     async_capable = True
@@ -104,6 +111,8 @@ class AuditContext:
             markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> Any:
+        if not request.path_info.startswith(PEOPLES_PATHS):
+            return self.get_response(request)
         if self.is_async:
             return self._acall(request)
         token = _current.set(_RequestActor(request))
