@@ -39,9 +39,8 @@ class Principal:
     api_key_id: int | None = None
     # The key's own limits (agents.plans), as (name, value) pairs.
     key_limits: tuple[tuple[str, int], ...] = ()
-    # A token's caller: its issuer's row and, per operation its scopes do not cover, the
-    # scopes it lacks (agents.identity.scope_check).
-    issuer_id: int | None = None
+    # A token's caller: per operation its scopes do not cover, the scopes it lacks
+    # (agents.identity.scope_check).
     scopes_missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
@@ -167,7 +166,7 @@ def key_prefix(raw_key: str | None) -> str | None:
 
 
 def token_principal(caller: identity.TokenCaller) -> Principal:
-    return Principal(owner=caller.owner, issuer_id=caller.issuer_id, scopes_missing=caller.missing)
+    return Principal(owner=caller.owner, scopes_missing=caller.missing)
 
 
 def principal_for(

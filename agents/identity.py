@@ -91,8 +91,6 @@ class TokenCaller:
     """Who a valid token says calls: the owner of its tasks and what its scopes leave out."""
 
     owner: str
-    user: str
-    issuer_id: int
     # (operation, scopes it needs that the token lacks), for the operations it may not do.
     missing: tuple[tuple[str, tuple[str, ...]], ...]
 
@@ -207,8 +205,6 @@ async def _token_verify(
     granted = token_scopes(claims)
     caller = TokenCaller(
         owner=owner_of(issuer.issuer, user),
-        user=user,
-        issuer_id=issuer.pk,
         missing=tuple(
             (operation, tuple(s for s in needed if s not in granted))
             for operation, needed in issuer.scopes
